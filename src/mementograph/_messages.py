@@ -1,0 +1,116 @@
+"""`_messages` -- exact serialization and plain-text rendering of pydantic-ai messages.
+
+Every layer (token counting, segmentation, critical facts, entities, full-text search) reads messages through
+these functions, so they all agree on what a message "says".
+"""
+
+from __future__ import annotations
+
+import hashlib
+import json
+from collections.abc import Iterable, Sequence
+
+from pydantic_ai.messages import (
+    BaseToolCallPart,
+    BaseToolReturnPart,
+    BinaryContent,
+    FileUrl,
+    ModelMessage,
+    ModelMessagesTypeAdapter,
+    ModelRequest,
+    ModelResponse,
+    RetryPromptPart,
+    SystemPromptPart,
+    TextPart,
+    ThinkingPart,
+    UserPromptPart,
+)
+
+__all__ = (
+    'deserialize_messages',
+    'message_text',
+    'messages_sha256',
+    'part_text',
+    'serialize_messages',
+    'tool_call_ids',
+    'tool_return_ids',
+)
+
+
+def serialize_messages(messages: Sequence[ModelMessage]) -> bytes:
+    """The exact pydantic-ai JSON serialization of `messages`: the bytes that are archived and hashed."""
+    return ModelMessagesTypeAdapter.dump_json(list(messages))
+
+
+def deserialize_messages(data: bytes | str) -> list[ModelMessage]:
+    """Inverse of `serialize_messages`."""
+    return ModelMessagesTypeAdapter.validate_json(data)
+
+
+def messages_sha256(data: bytes) -> str:
+    """Hex sha256 of serialized messages; checked on every recovery."""
+    return hashlib.sha256(data).hexdigest()
+
+
+def _content_text(content: object) -> str:
+    if isinstance(content, str):
+        return content
+    if isinstance(content, BinaryContent):
+        return f'[binary {content.media_type}, {len(content.data)} bytes]'
+    if isinstance(content, FileUrl):
+        return f'[{content.kind} {content.url}]'
+    if isinstance(content, list | tuple):
+        return '\n'.join(_content_text(item) for item in content)
+    text = getattr(content, 'content', None)
+    if isinstance(text, str):
+        return text
+    if content is None:
+        return ''
+    try:
+        return json.dumps(content, ensure_ascii=False, default=str)
+    except (TypeError, ValueError):
+        return str(content)
+
+
+def part_text(part: object) -> str:
+    """What a part says, as plain text (tool calls as `name(args)`, binary parts as a short placeholder)."""
+    if isinstance(part, SystemPromptPart | UserPromptPart | TextPart | ThinkingPart):
+        return _content_text(part.content)
+    if isinstance(part, BaseToolCallPart):
+        return f'{part.tool_name}({part.args_as_json_str()})'
+    if isinstance(part, BaseToolReturnPart):
+        return _content_text(part.content)
+    if isinstance(part, RetryPromptPart):
+        return part.model_response()
+    return _content_text(getattr(part, 'content', None))
+
+
+def message_text(message: ModelMessage) -> str:
+    """All parts of a message as plain text, one part per line."""
+    texts = (part_text(part) for part in message.parts)
+    return '\n'.join(text for text in texts if text)
+
+
+def tool_call_ids(message: ModelMessage) -> set[str]:
+    """Ids of the tool calls a response makes."""
+    if not isinstance(message, ModelResponse):
+        return set()
+    return {part.tool_call_id for part in message.parts if isinstance(part, BaseToolCallPart)}
+
+
+def tool_return_ids(message: ModelMessage) -> set[str]:
+    """Ids of the tool calls a request answers (returns and retry prompts for a tool)."""
+    if not isinstance(message, ModelRequest):
+        return set()
+    ids: set[str] = set()
+    for part in message.parts:
+        if isinstance(part, BaseToolReturnPart):
+            ids.add(part.tool_call_id)
+        elif isinstance(part, RetryPromptPart) and part.tool_name is not None:
+            ids.add(part.tool_call_id)
+    return ids
+
+
+def iter_texts(messages: Iterable[ModelMessage]) -> Iterable[str]:
+    """`message_text` of each message."""
+    return (message_text(message) for message in messages)

@@ -1,0 +1,124 @@
+"""`TokenCounter` -- tiktoken counts, cached per message so a growing history costs only its new messages."""
+
+from __future__ import annotations
+
+import os
+from collections import OrderedDict
+from collections.abc import Callable, Sequence
+from dataclasses import dataclass, field
+from typing import Final
+
+from pydantic_ai.messages import ModelMessage
+
+from ._messages import message_text
+
+__all__ = ('DEFAULT_ENCODING', 'ESTIMATE', 'TokenCounter', 'TokenizerUnavailableError', 'encoding_for_model')
+
+DEFAULT_ENCODING: Final = 'o200k_base'
+ESTIMATE: Final = 'estimate'
+"""Encoding name that selects the documented estimator (4 characters a token) instead of tiktoken."""
+
+MESSAGE_OVERHEAD_TOKENS: Final = 4
+"""Role and framing tokens a chat API adds around each message (OpenAI's published figure)."""
+
+_CACHE_LIMIT: Final = 200_000
+
+_MODEL_ENCODINGS: Final = (
+    ('gpt-3.5', 'cl100k_base'),
+    ('gpt-4-', 'cl100k_base'),
+    ('gpt-4', 'o200k_base'),  # gpt-4o, gpt-4.1, ...
+    ('text-embedding-3', 'cl100k_base'),
+)
+
+
+class TokenizerUnavailableError(RuntimeError):
+    """tiktoken could not load its BPE files (offline, no cache)."""
+
+
+def encoding_for_model(model_name: str | None) -> str:
+    """The tiktoken encoding for a model name; `o200k_base` for everything not known to differ.
+
+    Non-OpenAI models have no public tiktoken encoding; `o200k_base` is a close, documented stand-in.
+    """
+    if model_name:
+        name = model_name.split(':', 1)[-1].lower()
+        for prefix, encoding in _MODEL_ENCODINGS:
+            if name.startswith(prefix):
+                return encoding
+    return DEFAULT_ENCODING
+
+
+def _load_tiktoken(encoding: str) -> Callable[[str], int]:
+    try:
+        import tiktoken
+    except ImportError as exc:  # pragma: no cover - a declared dependency
+        raise TokenizerUnavailableError('tiktoken is not installed: pip install tiktoken') from exc
+    try:
+        enc = tiktoken.get_encoding(encoding)
+    except ValueError as exc:
+        raise TokenizerUnavailableError(f'unknown tiktoken encoding {encoding!r}: {exc}') from exc
+    except Exception as exc:
+        cache = os.environ.get('TIKTOKEN_CACHE_DIR') or os.environ.get('DATA_GYM_CACHE_DIR')
+        where = f'TIKTOKEN_CACHE_DIR={cache!r} does not hold it' if cache else 'TIKTOKEN_CACHE_DIR is not set'
+        raise TokenizerUnavailableError(
+            f'cannot load the tiktoken encoding {encoding!r} ({type(exc).__name__}: {exc}); {where}. '
+            'Fix: connect to the internet once so tiktoken can download it, or point TIKTOKEN_CACHE_DIR at a '
+            'directory holding its BPE files, or choose the character estimator explicitly with '
+            "encoding='estimate' (MEMENTOGRAPH_ENCODING=estimate)."
+        ) from exc
+
+    def count(text: str) -> int:
+        return len(enc.encode(text, disallowed_special=()))
+
+    return count
+
+
+def _estimate(text: str) -> int:
+    return (len(text) + 3) // 4
+
+
+@dataclass
+class TokenCounter:
+    """Counts tokens of text and of pydantic-ai messages.
+
+    Message counts are cached by message identity (messages are treated as immutable, as pydantic-ai asks),
+    so recounting a history that grew by one message tokenizes only that message.
+
+    Example:
+        ```python
+        counter = TokenCounter()
+        counter.count_text('hello world')
+        ```
+    """
+
+    encoding: str = field(default_factory=lambda: os.environ.get('MEMENTOGRAPH_ENCODING', DEFAULT_ENCODING))
+    """tiktoken encoding name, or `'estimate'` for the 4-characters-a-token estimator (never chosen silently)."""
+
+    _count: Callable[[str], int] = field(init=False, repr=False, compare=False)
+    _cache: OrderedDict[int, tuple[ModelMessage, int]] = field(
+        default_factory=OrderedDict, init=False, repr=False, compare=False
+    )
+
+    def __post_init__(self) -> None:
+        self._count = _estimate if self.encoding == ESTIMATE else _load_tiktoken(self.encoding)
+
+    def count_text(self, text: str) -> int:
+        """Tokens in `text`."""
+        return self._count(text) if text else 0
+
+    def count_message(self, message: ModelMessage) -> int:
+        """Tokens of one message, including the per-message framing overhead."""
+        key = id(message)
+        hit = self._cache.get(key)
+        if hit is not None and hit[0] is message:
+            self._cache.move_to_end(key)
+            return hit[1]
+        tokens = self.count_text(message_text(message)) + MESSAGE_OVERHEAD_TOKENS
+        self._cache[key] = (message, tokens)
+        if len(self._cache) > _CACHE_LIMIT:
+            self._cache.popitem(last=False)
+        return tokens
+
+    def count_messages(self, messages: Sequence[ModelMessage]) -> int:
+        """Tokens of a history."""
+        return sum(self.count_message(message) for message in messages)

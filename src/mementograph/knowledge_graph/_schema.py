@@ -1,0 +1,252 @@
+"""`_schema` -- the graph model both backends hold, as frozen values.
+
+Nodes: `Session`, `EvictedBlock`, `Memento`, `Page`, `Entity`; edges: `SUMMARIZES`, `IN_SESSION`, `NEXT`,
+`CONTAINS`, `MENTIONS {count}`. Ids are derived from content and position so that a retried write is a no-op.
+"""
+
+from __future__ import annotations
+
+import hashlib
+from collections.abc import Sequence
+from dataclasses import dataclass, field
+from typing import Final, Literal
+
+from pydantic_ai.messages import ModelMessage
+
+from .._messages import messages_sha256, serialize_messages
+
+__all__ = (
+    'DEFAULT_NAMESPACE',
+    'BlockKind',
+    'BlockRecord',
+    'EntityRecord',
+    'EventKind',
+    'Eviction',
+    'MementoRecord',
+    'Mention',
+    'PageRecord',
+    'SessionEvent',
+    'SessionRecord',
+    'StoreStats',
+    'block_id_for',
+    'entity_id_for',
+    'memento_id_for',
+    'page_id_for',
+)
+
+DEFAULT_NAMESPACE: Final = 'default'
+
+BlockKind = Literal['block', 'part']
+"""`block`: a completed block of conversation replaced by a memento; `part`: one large tool result or binary part
+stubbed by micro-compaction (its whole message is archived)."""
+
+EventKind = Literal['message', 'micro', 'auto', 'manual']
+"""Session log entries: a message as it arrived, or a micro / automatic / manual compaction."""
+
+
+def _digest(*parts: str, size: int = 24) -> str:
+    return hashlib.sha256('\x1f'.join(parts).encode()).hexdigest()[:size]
+
+
+def block_id_for(namespace: str, session_id: str, seq: int, sha256: str, kind: BlockKind = 'block') -> str:
+    """Deterministic block id: the same messages at the same place of the same session get the same id."""
+    prefix = 'blk' if kind == 'block' else 'prt'
+    return f'{prefix}_{_digest(namespace, session_id, str(seq), sha256, kind)}'
+
+
+def memento_id_for(namespace: str, session_id: str, summarized_ids: Sequence[str]) -> str:
+    """Deterministic memento id, from what it summarizes (never from its text, which may differ on a retry)."""
+    return f'mem_{_digest(namespace, session_id, *summarized_ids)}'
+
+
+def page_id_for(namespace: str, session_id: str, number: int) -> str:
+    """Deterministic page id."""
+    return f'pg_{_digest(namespace, session_id, str(number), size=16)}'
+
+
+def entity_id_for(namespace: str, key: str) -> str:
+    """Entities are shared across the sessions of a namespace, never across namespaces."""
+    return f'{namespace}:{key}'
+
+
+@dataclass(frozen=True)
+class SessionRecord:
+    """A `(:Session)` node."""
+
+    id: str
+    namespace: str = DEFAULT_NAMESPACE
+    created_at: str = ''
+    """ISO-8601 UTC time of the first write."""
+
+
+@dataclass(frozen=True)
+class BlockRecord:
+    """An `(:EvictedBlock)`: the exact serialization of the messages it replaced, and their sha256."""
+
+    id: str
+    session_id: str
+    namespace: str
+    seq: int
+    """Position in the session: index of the block's first message in the session's message log."""
+    first_message: int
+    last_message: int
+    """Inclusive message-log index of the block's last message."""
+    tokens: int
+    sha256: str
+    messages_json: bytes
+    kind: BlockKind = 'block'
+    text: str = ''
+    """Plain-text rendering used for full-text search (derived; never used for recovery)."""
+    started_at: str | None = None
+    """ISO-8601 time of the block's first message, when known (time-range recall)."""
+
+    @classmethod
+    def from_messages(
+        cls,
+        messages: Sequence[ModelMessage],
+        *,
+        session_id: str,
+        seq: int,
+        tokens: int,
+        namespace: str = DEFAULT_NAMESPACE,
+        kind: BlockKind = 'block',
+        text: str = '',
+        started_at: str | None = None,
+    ) -> BlockRecord:
+        """Serialize `messages` exactly and derive the block's id and hash."""
+        if not messages:
+            raise ValueError('a block holds at least one message')
+        data = serialize_messages(messages)
+        sha = messages_sha256(data)
+        return cls(
+            id=block_id_for(namespace, session_id, seq, sha, kind),
+            session_id=session_id,
+            namespace=namespace,
+            seq=seq,
+            first_message=seq,
+            last_message=seq + len(messages) - 1,
+            tokens=tokens,
+            sha256=sha,
+            messages_json=data,
+            kind=kind,
+            text=text,
+            started_at=started_at,
+        )
+
+
+@dataclass(frozen=True)
+class MementoRecord:
+    """A `(:Memento)`: the text that stands in for what it `SUMMARIZES` (blocks, or mementos for a chain)."""
+
+    id: str
+    session_id: str
+    namespace: str
+    text: str
+    tokens: int
+    summarizes: tuple[str, ...]
+    """Ids of the blocks (or, for a memento of mementos, the mementos) it stands in for, in order."""
+    score: float | None = None
+    """Judge score 0-10; `None` when no judge could score it."""
+    verified: bool = False
+    """True only when a judge scored it at or above the pass mark (fail closed)."""
+    iterations: int = 0
+    compressor: str = ''
+    level: int = 1
+    """1 for a memento of blocks, n+1 for a memento of level-n mementos."""
+
+
+@dataclass(frozen=True)
+class EntityRecord:
+    """An `(:Entity)` node, keyed by its normalised form."""
+
+    key: str
+    name: str
+    kind: str
+
+
+@dataclass(frozen=True)
+class Mention:
+    """A `MENTIONS {count}` edge from a block or memento to an entity."""
+
+    source_id: str
+    entity: EntityRecord
+    count: int = 1
+
+
+@dataclass(frozen=True)
+class PageRecord:
+    """A `(:Page)` that `CONTAINS` blocks."""
+
+    id: str
+    session_id: str
+    namespace: str
+    number: int
+    first_turn: int
+    last_turn: int
+    summary: str
+    topics: tuple[str, ...]
+    block_ids: tuple[str, ...]
+
+
+@dataclass(frozen=True)
+class SessionEvent:
+    """One entry of a session's append-only log: a message (exact JSON) or a compaction naming its blocks."""
+
+    session_id: str
+    namespace: str
+    seq: int
+    kind: EventKind
+    payload: bytes
+    """The message's exact serialization (for `message`), or a JSON description of the compaction."""
+    sha256: str
+    block_ids: tuple[str, ...] = ()
+    created_at: str = ''
+
+
+@dataclass(frozen=True)
+class Eviction:
+    """Everything one eviction writes; a store commits it in one transaction or not at all."""
+
+    session_id: str
+    namespace: str = DEFAULT_NAMESPACE
+    blocks: tuple[BlockRecord, ...] = ()
+    mementos: tuple[MementoRecord, ...] = ()
+    mentions: tuple[Mention, ...] = ()
+    pages: tuple[PageRecord, ...] = ()
+    events: tuple[SessionEvent, ...] = ()
+
+    def __post_init__(self) -> None:
+        records: list[BlockRecord | MementoRecord | PageRecord | SessionEvent] = [
+            *self.blocks,
+            *self.mementos,
+            *self.pages,
+            *self.events,
+        ]
+        for record in records:
+            if record.session_id != self.session_id or record.namespace != self.namespace:
+                raise ValueError(
+                    f'{type(record).__name__} of session {record.namespace}/{record.session_id} '
+                    f'in an eviction of {self.namespace}/{self.session_id}'
+                )
+
+
+@dataclass(frozen=True)
+class StoreStats:
+    """Counts for `mementograph stats`."""
+
+    sessions: int
+    blocks: int
+    parts: int
+    mementos: int
+    verified_mementos: int
+    entities: int
+    pages: int
+    events: int
+    block_tokens: int
+    memento_tokens: int
+    details: dict[str, int] = field(default_factory=dict[str, int])
+
+    @property
+    def tokens_saved(self) -> int:
+        """Tokens the live context no longer carries (evicted block tokens minus memento tokens)."""
+        return max(0, self.block_tokens - self.memento_tokens)

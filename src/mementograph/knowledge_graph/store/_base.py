@@ -1,0 +1,76 @@
+"""`_base` -- behaviour every backend shares on top of its own reads: hash-checked recovery, chain walking."""
+
+from __future__ import annotations
+
+import re
+from datetime import UTC, datetime
+
+from ..._messages import deserialize_messages, messages_sha256
+from .._schema import DEFAULT_NAMESPACE, BlockRecord
+from ._errors import BlockIntegrityError
+from ._protocol import GraphStore, RecoveredBlock
+
+__all__ = ('check_block', 'fts_terms', 'now_iso', 'recover_block', 'recover_chain')
+
+
+def now_iso() -> str:
+    """Current UTC time, ISO-8601 (bookkeeping only; never part of an id or of text the model sees)."""
+    return datetime.now(UTC).isoformat()
+
+
+def check_block(record: BlockRecord) -> RecoveredBlock:
+    """Verify a block's bytes against its sha256 and decode them; never returns data that fails the check."""
+    actual = messages_sha256(record.messages_json)
+    if actual != record.sha256:
+        raise BlockIntegrityError(
+            f'block {record.id} of session {record.namespace}/{record.session_id} fails its integrity check: '
+            f'stored sha256 {record.sha256}, bytes hash to {actual}; the archive was altered or corrupted'
+        )
+    try:
+        messages = deserialize_messages(record.messages_json)
+    except ValueError as exc:
+        raise BlockIntegrityError(f'block {record.id} holds bytes that are not pydantic-ai messages: {exc}') from exc
+    return RecoveredBlock(record=record, messages=tuple(messages))
+
+
+def recover_block(
+    store: GraphStore, block_id: str, *, namespace: str = DEFAULT_NAMESPACE, session_id: str | None = None
+) -> RecoveredBlock:
+    """`store.get_block` then `check_block`."""
+    return check_block(store.get_block(block_id, namespace=namespace, session_id=session_id))
+
+
+def recover_chain(
+    store: GraphStore, item_id: str, *, namespace: str = DEFAULT_NAMESPACE, session_id: str | None = None
+) -> list[RecoveredBlock]:
+    """Recover a block, or every block under a memento (following `SUMMARIZES` through mementos of mementos),
+    in session order."""
+    if not item_id.startswith('mem_'):
+        return [store.recover_block(item_id, namespace=namespace, session_id=session_id)]
+    blocks: list[RecoveredBlock] = []
+    pending = [item_id]
+    seen: set[str] = set()
+    while pending:
+        current = pending.pop(0)
+        if current in seen:
+            continue
+        seen.add(current)
+        if current.startswith('mem_'):
+            memento = store.get_memento(current, namespace=namespace, session_id=session_id)
+            pending[0:0] = list(memento.summarizes)
+        else:
+            blocks.append(store.recover_block(current, namespace=namespace, session_id=session_id))
+    return sorted(blocks, key=lambda block: block.record.seq)
+
+
+_WORD = re.compile(r'[\w.\-/]+', re.UNICODE)
+
+
+def fts_terms(query: str) -> list[str]:
+    """Split a free-text query into literal search terms (never interpreted as query syntax)."""
+    terms = []
+    for match in _WORD.findall(query):
+        term = match.strip('.-/')
+        if term:
+            terms.append(term)
+    return terms

@@ -1,0 +1,61 @@
+"""`_errors` -- typed store errors: each says what failed and what to check."""
+
+from __future__ import annotations
+
+__all__ = (
+    'BlockIntegrityError',
+    'BlockNotFoundError',
+    'MementoNotFoundError',
+    'NotFoundError',
+    'QueryError',
+    'ReadOnlyViolationError',
+    'StoreBusyError',
+    'StoreError',
+    'StoreUnavailableError',
+    'UnknownStoreSchemeError',
+    'UnsupportedQueryError',
+)
+
+
+class StoreError(RuntimeError):
+    """Base of every error a graph store raises."""
+
+
+class UnknownStoreSchemeError(StoreError, ValueError):
+    """The store URI's scheme is not one of the supported ones."""
+
+
+class StoreUnavailableError(StoreError):
+    """The store cannot be opened or reached (missing, unreadable or corrupt file; server down; bad credentials)."""
+
+
+class StoreBusyError(StoreUnavailableError):
+    """Another writer held the store's lock for longer than the bounded wait."""
+
+
+class NotFoundError(StoreError, LookupError):
+    """No such record in the namespace and session the read was scoped to."""
+
+
+class BlockNotFoundError(NotFoundError):
+    """No evicted block with this id (in this namespace/session)."""
+
+
+class MementoNotFoundError(NotFoundError):
+    """No memento with this id (in this namespace/session)."""
+
+
+class BlockIntegrityError(StoreError):
+    """An archived block's bytes no longer match its sha256: it is never returned."""
+
+
+class QueryError(StoreError, ValueError):
+    """A Cypher query was malformed, too large, too slow, or failed on the server."""
+
+
+class ReadOnlyViolationError(QueryError):
+    """A query tried to write, call an admin/write procedure or load external data."""
+
+
+class UnsupportedQueryError(QueryError):
+    """The query is valid Cypher but needs a feature this backend does not run (use the Neo4j backend)."""

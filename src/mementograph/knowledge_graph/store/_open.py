@@ -1,0 +1,76 @@
+"""`open_store` -- pick a backend from a URI: explicit argument > `MEMENTOGRAPH_STORE` > the embedded default."""
+
+from __future__ import annotations
+
+import os
+from pathlib import Path
+from typing import Final
+from urllib.parse import parse_qs, urlsplit
+
+from platformdirs import user_data_dir
+
+from ._errors import UnknownStoreSchemeError
+from ._protocol import GraphStore
+from ._sqlite import DEFAULT_BUSY_TIMEOUT, SqliteStore
+
+__all__ = ('NEO4J_SCHEMES', 'STORE_ENV', 'SUPPORTED_SCHEMES', 'default_store_uri', 'open_store', 'resolve_store_uri')
+
+STORE_ENV: Final = 'MEMENTOGRAPH_STORE'
+NEO4J_SCHEMES: Final = ('neo4j', 'neo4j+s', 'neo4j+ssc', 'bolt', 'bolt+s', 'bolt+ssc')
+SUPPORTED_SCHEMES: Final = ('sqlite', 'memory', *NEO4J_SCHEMES)
+
+
+def default_store_uri() -> str:
+    """The embedded default: a SQLite file in the user's data directory."""
+    return f'sqlite://{Path(user_data_dir("mementograph")) / "memory.db"}'
+
+
+def resolve_store_uri(uri: str | None = None) -> str:
+    """The URI `open_store(uri)` would open."""
+    return uri or os.environ.get(STORE_ENV) or default_store_uri()
+
+
+def _float_option(options: dict[str, list[str]], name: str, default: float) -> float:
+    values = options.get(name)
+    if not values:
+        return default
+    try:
+        return float(values[-1])
+    except ValueError:
+        raise ValueError(f'store URI option {name}={values[-1]!r} is not a number') from None
+
+
+def open_store(uri: str | None = None) -> GraphStore:
+    """Open a graph store.
+
+    Args:
+        uri: `memory://` (in-process, nothing on disk), `sqlite:///abs/path.db` or `sqlite://relative/path.db`
+            (`?busy_timeout=SECONDS`), or `neo4j://host:7687` / `bolt://…` / `neo4j+s://…` (credentials from the
+            URI or `NEO4J_USERNAME`/`NEO4J_PASSWORD`; `?database=NAME`). `None`: `MEMENTOGRAPH_STORE`, else the
+            embedded default under the user data directory.
+
+    Raises:
+        UnknownStoreSchemeError: the scheme is none of the supported ones (the message lists them).
+        StoreUnavailableError: the store cannot be opened or reached.
+    """
+    uri = resolve_store_uri(uri)
+    scheme, sep, rest = uri.partition('://')
+    scheme = scheme.lower()
+    if not sep or scheme not in SUPPORTED_SCHEMES:
+        raise UnknownStoreSchemeError(
+            f'unknown store URI {uri!r}: use one of ' + ', '.join(f'{s}://' for s in SUPPORTED_SCHEMES)
+            + ' (e.g. sqlite:///home/me/memory.db, memory://, neo4j://localhost:7687)'
+        )  # fmt: skip
+    if scheme in NEO4J_SCHEMES:
+        from ._neo4j import Neo4jStore
+
+        return Neo4jStore.from_uri(uri)
+    path_part, _, query = rest.partition('?')
+    options = parse_qs(query)
+    busy_timeout = _float_option(options, 'busy_timeout', DEFAULT_BUSY_TIMEOUT)
+    if scheme == 'memory':
+        return SqliteStore(None, uri='memory://', busy_timeout=busy_timeout)
+    if not path_part:
+        raise UnknownStoreSchemeError(f'store URI {uri!r} names no file: use sqlite:///path/to/memory.db')
+    path = Path(urlsplit(f'file://{path_part}').path if path_part.startswith('/') else path_part).expanduser()
+    return SqliteStore(path, uri=f'sqlite://{path}', busy_timeout=busy_timeout)
