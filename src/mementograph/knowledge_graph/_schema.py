@@ -190,17 +190,47 @@ class PageRecord:
 
 @dataclass(frozen=True)
 class SessionEvent:
-    """One entry of a session's append-only log: a message (exact JSON) or a compaction naming its blocks."""
+    """One entry of a session's append-only log: a message (exact JSON) or a compaction naming its blocks.
+
+    The log is the full record ("lossy in the live context, lossless in persistence"): messages in order, with
+    the compactions that replaced some of them in the live context between them.
+    """
 
     session_id: str
     namespace: str
-    seq: int
     kind: EventKind
     payload: bytes
-    """The message's exact serialization (for `message`), or a JSON description of the compaction."""
+    """The message's exact serialization (a one-message list, for `message`), or a JSON compaction report."""
     sha256: str
+    message_index: int | None = None
+    """For `message`: its position in the session (0-based, contiguous); `None` for compactions."""
     block_ids: tuple[str, ...] = ()
+    """For compactions: the blocks (and stubbed parts) they archived."""
+    seq: int = -1
+    """Order in the log, assigned by the store when the event is first written."""
     created_at: str = ''
+
+    @property
+    def key(self) -> str:
+        """What makes an event unique in its session, so appending it twice is a no-op."""
+        if self.kind == 'message':
+            return f'message:{self.message_index}'
+        return f'{self.kind}:{_digest(*self.block_ids) if self.block_ids else self.sha256}'
+
+    @classmethod
+    def for_message(
+        cls, message: ModelMessage, *, session_id: str, index: int, namespace: str = DEFAULT_NAMESPACE
+    ) -> SessionEvent:
+        """The log entry of one message, serialized exactly."""
+        data = serialize_messages([message])
+        return cls(
+            session_id=session_id,
+            namespace=namespace,
+            kind='message',
+            payload=data,
+            sha256=messages_sha256(data),
+            message_index=index,
+        )
 
 
 @dataclass(frozen=True)

@@ -12,6 +12,7 @@ from .._schema import (
     DEFAULT_NAMESPACE,
     BlockKind,
     BlockRecord,
+    EntityRecord,
     Eviction,
     MementoRecord,
     PageRecord,
@@ -59,17 +60,17 @@ class GraphStore(Protocol):
         ...
 
     def append_events(self, events: Sequence[SessionEvent]) -> None:
-        """Append to session logs; an event whose `(namespace, session_id, seq)` exists is left as it is."""
+        """Append to session logs in order; an event whose `key` the session's log holds is left as it is."""
         ...
 
     def read_events(
         self, session_id: str, *, namespace: str = DEFAULT_NAMESPACE, since_seq: int = 0
     ) -> list[SessionEvent]:
-        """A session's log from `since_seq` on, in order."""
+        """A session's log from `since_seq` on, in order, with `seq` set."""
         ...
 
-    def last_event_seq(self, session_id: str, *, namespace: str = DEFAULT_NAMESPACE) -> int:
-        """The highest `seq` in a session's log, or -1 when it is empty."""
+    def last_message_index(self, session_id: str, *, namespace: str = DEFAULT_NAMESPACE) -> int:
+        """The highest `message_index` in a session's log, or -1 when it holds no message."""
         ...
 
     def get_block(
@@ -117,6 +118,10 @@ class GraphStore(Protocol):
 
     def list_pages(self, *, namespace: str = DEFAULT_NAMESPACE, session_id: str | None = None) -> list[PageRecord]:
         """Pages in order."""
+        ...
+
+    def entities_of(self, source_id: str, *, namespace: str = DEFAULT_NAMESPACE) -> list[tuple[EntityRecord, int]]:
+        """Entities a block or memento `MENTIONS`, with their counts, most mentioned first."""
         ...
 
     def search_text(

@@ -101,10 +101,11 @@ CREATE TABLE IF NOT EXISTS page_blocks (
     page_id TEXT NOT NULL, block_id TEXT NOT NULL, position INTEGER NOT NULL, PRIMARY KEY (page_id, block_id)
 ) WITHOUT ROWID;
 CREATE TABLE IF NOT EXISTS events (
-    namespace TEXT NOT NULL, session_id TEXT NOT NULL, seq INTEGER NOT NULL, kind TEXT NOT NULL,
-    sha256 TEXT NOT NULL, payload BLOB NOT NULL, block_ids_json TEXT NOT NULL, created_at TEXT NOT NULL,
-    PRIMARY KEY (namespace, session_id, seq)
+    namespace TEXT NOT NULL, session_id TEXT NOT NULL, seq INTEGER NOT NULL, key TEXT NOT NULL, kind TEXT NOT NULL,
+    message_index INTEGER, sha256 TEXT NOT NULL, payload BLOB NOT NULL, block_ids_json TEXT NOT NULL,
+    created_at TEXT NOT NULL, PRIMARY KEY (namespace, session_id, seq), UNIQUE (namespace, session_id, key)
 ) WITHOUT ROWID;
+CREATE INDEX IF NOT EXISTS events_messages ON events (namespace, session_id, message_index);
 CREATE VIRTUAL TABLE IF NOT EXISTS text_fts USING fts5 (
     text, item_id UNINDEXED, namespace UNINDEXED, session_id UNINDEXED, tokenize = 'unicode61'
 );
@@ -368,17 +369,26 @@ class SqliteStore:
 
     @staticmethod
     def _insert_events(conn: sqlite3.Connection, events: Sequence[SessionEvent], created: str) -> None:
-        conn.executemany(
-            'INSERT OR IGNORE INTO events (namespace, session_id, seq, kind, sha256, payload, block_ids_json, '
-            'created_at) VALUES (?, ?, ?, ?, ?, ?, ?, ?)',
-            [
+        next_seq: dict[tuple[str, str], int] = {}
+        for event in events:
+            scope = (event.namespace, event.session_id)
+            exists = conn.execute(
+                'SELECT 1 FROM events WHERE namespace = ? AND session_id = ? AND key = ?', (*scope, event.key)
+            ).fetchone()
+            if exists:
+                continue
+            if scope not in next_seq:
+                row = conn.execute('SELECT max(seq) FROM events WHERE namespace = ? AND session_id = ?', scope).fetchone()
+                next_seq[scope] = -1 if row[0] is None else int(row[0])
+            next_seq[scope] += 1
+            conn.execute(
+                'INSERT INTO events (namespace, session_id, seq, key, kind, message_index, sha256, payload, '
+                'block_ids_json, created_at) VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?)',
                 (
-                    event.namespace, event.session_id, event.seq, event.kind, event.sha256, event.payload,
+                    *scope, next_seq[scope], event.key, event.kind, event.message_index, event.sha256, event.payload,
                     json.dumps(list(event.block_ids)), event.created_at or created,
-                )
-                for event in events
-            ],
-        )  # fmt: skip
+                ),
+            )  # fmt: skip
 
     def delete_session(self, session_id: str, *, namespace: str = DEFAULT_NAMESPACE) -> int:
         scope = (namespace, session_id)
@@ -430,16 +440,17 @@ class SqliteStore:
                 kind=row['kind'],
                 payload=bytes(row['payload']),
                 sha256=row['sha256'],
+                message_index=row['message_index'],
                 block_ids=tuple(json.loads(row['block_ids_json'])),
                 created_at=row['created_at'],
             )
             for row in rows
         ]
 
-    def last_event_seq(self, session_id: str, *, namespace: str = DEFAULT_NAMESPACE) -> int:
+    def last_message_index(self, session_id: str, *, namespace: str = DEFAULT_NAMESPACE) -> int:
         with self._read() as conn:
             row = conn.execute(
-                'SELECT max(seq) FROM events WHERE namespace = ? AND session_id = ?', (namespace, session_id)
+                'SELECT max(message_index) FROM events WHERE namespace = ? AND session_id = ?', (namespace, session_id)
             ).fetchone()
         return -1 if row[0] is None else int(row[0])
 

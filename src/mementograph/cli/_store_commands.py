@@ -1,0 +1,118 @@
+"""`stats`, `recover`, `export`: read what the store holds."""
+
+from __future__ import annotations
+
+import argparse
+import json
+import sys
+from dataclasses import asdict
+from pathlib import Path
+from typing import Any
+
+from ..knowledge_graph.store import GraphStore
+from ._common import CliError, add_store_options, emit, store_from
+
+__all__ = ('register',)
+
+
+def _stats(args: argparse.Namespace) -> int:
+    with store_from(args) as store:
+        stats = store.stats(namespace=args.namespace, session_id=args.session)
+        uri = store.uri
+    data = {'store': uri, 'namespace': args.namespace, **asdict(stats), 'tokens_saved': stats.tokens_saved}
+    data.pop('details')
+    lines = [f'{"store":<20}{uri}', f'{"namespace":<20}{args.namespace}' + (f'  session {args.session}' if args.session else '')]
+    lines += [f'{key:<20}{value}' for key, value in data.items() if key not in ('store', 'namespace')]
+    emit(args, data, '\n'.join(lines))
+    return 0
+
+
+def _recover(args: argparse.Namespace) -> int:
+    with store_from(args) as store:
+        recovered = store.recover_block(args.block_id, namespace=args.namespace, session_id=args.session)
+    record = recovered.record
+    messages = json.loads(record.messages_json)
+    data = {
+        'block_id': record.id,
+        'session_id': record.session_id,
+        'seq': record.seq,
+        'sha256': record.sha256,
+        'verified_sha256': True,
+        'messages': messages,
+    }
+    if args.raw:
+        sys.stdout.buffer.write(record.messages_json + b'\n')
+        return 0
+    header = f'block {record.id}  session {record.session_id}  messages {record.first_message}-{record.last_message}'
+    header += f'  sha256 {record.sha256} (verified)'
+    emit(args, data, header + '\n\n' + record.text if record.text else header)
+    return 0
+
+
+def export_records(store: GraphStore, namespace: str, session_id: str | None) -> list[dict[str, Any]]:
+    """One JSON-ready object per evicted block (format in DESIGN.md)."""
+    page_of = {
+        block_id: page.id
+        for page in store.list_pages(namespace=namespace, session_id=session_id)
+        for block_id in page.block_ids
+    }
+    records = []
+    for block in store.list_blocks(namespace=namespace, session_id=session_id):
+        memento = store.memento_of(block.id, namespace=namespace)
+        records.append(
+            {
+                'block_id': block.id,
+                'session_id': block.session_id,
+                'seq': block.seq,
+                'sha256': block.sha256,
+                'messages': json.loads(block.messages_json),
+                'memento': None
+                if memento is None
+                else {'id': memento.id, 'text': memento.text, 'score': memento.score, 'verified': memento.verified},
+                'entities': [
+                    {'key': entity.key, 'name': entity.name, 'kind': entity.kind, 'count': count}
+                    for entity, count in store.entities_of(block.id, namespace=namespace)
+                ],
+                'page_id': page_of.get(block.id),
+            }
+        )
+    return records
+
+
+def _export(args: argparse.Namespace) -> int:
+    if not args.jsonl:
+        raise CliError('choose an export format: --jsonl', code=2)
+    with store_from(args) as store:
+        records = export_records(store, args.namespace, args.session)
+    out = sys.stdout if args.output in (None, '-') else Path(args.output).open('w', encoding='utf-8')
+    try:
+        for record in records:
+            out.write(json.dumps(record, ensure_ascii=False) + '\n')
+    finally:
+        if out is not sys.stdout:
+            out.close()
+    if out is not sys.stdout:
+        print(f'wrote {len(records)} blocks to {args.output}', file=sys.stderr)
+    return 0
+
+
+def register(commands: argparse._SubParsersAction[argparse.ArgumentParser]) -> None:
+    """Add the store commands."""
+    stats = commands.add_parser('stats', help='what the store holds: sessions, blocks, mementos, tokens saved')
+    add_store_options(stats)
+    stats.add_argument('--session', help='only this session')
+    stats.set_defaults(func=_stats)
+
+    recover = commands.add_parser('recover', help='print an evicted block, byte-exact and hash-checked')
+    recover.add_argument('block_id')
+    add_store_options(recover)
+    recover.add_argument('--session', help='only look in this session')
+    recover.add_argument('--raw', action='store_true', help='print the archived pydantic-ai JSON bytes exactly')
+    recover.set_defaults(func=_recover)
+
+    export = commands.add_parser('export', help='write evicted blocks (and mementos, entities, pages) as JSON lines')
+    add_store_options(export, json_flag=False)
+    export.add_argument('--jsonl', action='store_true', help='one JSON object per evicted block')
+    export.add_argument('--session', help='only this session')
+    export.add_argument('-o', '--output', help='file to write (default: stdout)')
+    export.set_defaults(func=_export)

@@ -1,0 +1,49 @@
+"""The `store` fixture: every backend runs the same contract suite against a real database."""
+
+from __future__ import annotations
+
+from collections.abc import Callable, Iterator
+from dataclasses import dataclass
+from pathlib import Path
+
+import pytest
+
+from mementograph.knowledge_graph.store import GraphStore, SqliteStore, open_store
+from tests.conftest import neo4j_uri_with_auth
+
+
+@dataclass
+class Backend:
+    """A store under test plus a way to corrupt a block behind its back (to prove integrity checks)."""
+
+    store: GraphStore
+    namespace: str
+    tamper: Callable[[str], None]
+
+
+def _sqlite_tamper(store: GraphStore) -> Callable[[str], None]:
+    assert isinstance(store, SqliteStore)
+
+    def tamper(block_id: str) -> None:
+        conn = store._conn  # the test reaches past the API on purpose: it plays a corrupted disk
+        conn.execute("UPDATE blocks SET messages_json = CAST(replace(CAST(messages_json AS TEXT), 'a', 'b') AS BLOB) WHERE id = ?", (block_id,))
+
+    return tamper
+
+
+@pytest.fixture(params=['memory', 'sqlite', 'neo4j'])
+def backend(request: pytest.FixtureRequest, tmp_path: Path, unique_namespace: str) -> Iterator[Backend]:
+    kind = request.param
+    if kind == 'neo4j':
+        server = request.getfixturevalue('neo4j_server')
+        store = open_store(neo4j_uri_with_auth(server))
+        from mementograph.knowledge_graph.store._neo4j import tamper_block
+
+        tamper: Callable[[str], None] = lambda block_id: tamper_block(store, block_id)  # noqa: E731
+    else:
+        store = open_store('memory://' if kind == 'memory' else f'sqlite://{tmp_path / "memory.db"}')
+        tamper = _sqlite_tamper(store)
+    try:
+        yield Backend(store=store, namespace=unique_namespace, tamper=tamper)
+    finally:
+        store.close()

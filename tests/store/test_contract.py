@@ -1,0 +1,305 @@
+"""The contract every `GraphStore` backend passes: lossless, idempotent, scoped, atomic."""
+
+from __future__ import annotations
+
+from datetime import UTC, datetime
+
+import pytest
+from hypothesis import HealthCheck, given, settings
+from hypothesis import strategies as st
+from pydantic_ai.messages import (
+    BinaryContent,
+    ModelMessage,
+    ModelRequest,
+    ModelResponse,
+    SystemPromptPart,
+    TextPart,
+    ThinkingPart,
+    ToolCallPart,
+    ToolReturnPart,
+    UserPromptPart,
+)
+
+from mementograph._messages import message_text, serialize_messages
+from mementograph.knowledge_graph import (
+    BlockRecord,
+    EntityRecord,
+    Eviction,
+    MementoRecord,
+    Mention,
+    PageRecord,
+    SessionEvent,
+    memento_id_for,
+    page_id_for,
+)
+from mementograph.knowledge_graph.store import (
+    BlockIntegrityError,
+    BlockNotFoundError,
+    MementoNotFoundError,
+    recover_chain,
+)
+from tests.builders import rich_history, session_history
+from tests.store.conftest import Backend
+
+
+def make_eviction(
+    messages: list[ModelMessage], *, session_id: str, namespace: str, seq: int = 0, memento_text: str = 'memento'
+) -> tuple[Eviction, BlockRecord, MementoRecord]:
+    block = BlockRecord.from_messages(
+        messages,
+        session_id=session_id,
+        namespace=namespace,
+        seq=seq,
+        tokens=100 + seq,
+        text='\n'.join(message_text(m) for m in messages),
+    )
+    memento = MementoRecord(
+        id=memento_id_for(namespace, session_id, [block.id]),
+        session_id=session_id,
+        namespace=namespace,
+        text=memento_text,
+        tokens=7,
+        summarizes=(block.id,),
+        score=9.0,
+        verified=True,
+        iterations=1,
+        compressor='extractive',
+    )
+    eviction = Eviction(session_id=session_id, namespace=namespace, blocks=(block,), mementos=(memento,))
+    return eviction, block, memento
+
+
+def test_recovers_rich_messages_byte_for_byte(backend: Backend) -> None:
+    store, ns = backend.store, backend.namespace
+    original = rich_history()
+    eviction, block, _ = make_eviction(original, session_id='s1', namespace=ns)
+    store.write_eviction(eviction)
+
+    recovered = store.recover_block(block.id, namespace=ns)
+
+    assert list(recovered.messages) == original
+    assert serialize_messages(recovered.messages) == block.messages_json
+    assert recovered.record.sha256 == block.sha256
+    call = recovered.messages[1].parts[1]
+    assert isinstance(call, ToolCallPart)
+    assert call.tool_call_id == 'call_1' and call.args == {'command': 'pytest tests/test_x.py -q', 'env': {'A': [1, 2.5, None]}}
+    assert recovered.messages[0].parts[1].content[1].data == b'\x89PNG\r\n\x1a\n\x00\xff'  # type: ignore[union-attr,index]
+
+
+def test_write_is_idempotent(backend: Backend) -> None:
+    store, ns = backend.store, backend.namespace
+    eviction, _, _ = make_eviction(session_history(2), session_id='s1', namespace=ns)
+    store.write_eviction(eviction)
+    before = store.stats(namespace=ns)
+    store.write_eviction(eviction)
+    after = store.stats(namespace=ns)
+
+    assert before == after
+    assert (after.blocks, after.mementos, after.sessions) == (1, 1, 1)
+    assert len(store.list_blocks(namespace=ns)) == 1
+
+
+def test_unknown_ids_raise_typed_not_found(backend: Backend) -> None:
+    store, ns = backend.store, backend.namespace
+    with pytest.raises(BlockNotFoundError, match='blk_nope'):
+        store.recover_block('blk_nope', namespace=ns)
+    with pytest.raises(MementoNotFoundError):
+        store.get_memento('mem_nope', namespace=ns)
+    assert store.memento_of('blk_nope', namespace=ns) is None
+
+
+def test_reads_are_scoped_by_namespace_and_session(backend: Backend) -> None:
+    store, ns = backend.store, backend.namespace
+    other_ns = ns + '-other'
+    ev_a, block_a, memento_a = make_eviction(session_history(1), session_id='a', namespace=ns)
+    ev_b, block_b, _ = make_eviction(session_history(1, prefix='other'), session_id='b', namespace=ns)
+    ev_c, block_c, _ = make_eviction(session_history(1), session_id='a', namespace=other_ns)
+    for eviction in (ev_a, ev_b, ev_c):
+        store.write_eviction(eviction)
+
+    assert block_a.id != block_c.id  # same session name and bytes, different namespace: no collision
+    with pytest.raises(BlockNotFoundError):
+        store.recover_block(block_c.id, namespace=ns)
+    with pytest.raises(BlockNotFoundError):
+        store.recover_block(block_b.id, namespace=ns, session_id='a')
+    with pytest.raises(MementoNotFoundError):
+        store.get_memento(memento_a.id, namespace=other_ns)
+    assert store.recover_block(block_b.id, namespace=ns).record.session_id == 'b'
+    assert [b.id for b in store.list_blocks(namespace=ns, session_id='a')] == [block_a.id]
+    assert {b.id for b in store.list_blocks(namespace=ns)} == {block_a.id, block_b.id}
+    assert {s.id for s in store.list_sessions(namespace=ns)} == {'a', 'b'}
+    assert store.stats(namespace=ns, session_id='b').blocks == 1
+    assert store.search_text('turn', namespace=other_ns, k=10)
+    assert all(hit.block_ids[0] != block_c.id for hit in store.search_text('turn', namespace=ns, k=10))
+
+
+def test_tampered_block_raises_integrity_error(backend: Backend) -> None:
+    store, ns = backend.store, backend.namespace
+    eviction, block, _ = make_eviction(session_history(1), session_id='s1', namespace=ns)
+    store.write_eviction(eviction)
+    backend.tamper(block.id)
+
+    with pytest.raises(BlockIntegrityError, match=block.id):
+        store.recover_block(block.id, namespace=ns)
+
+
+def test_memento_links_and_chains(backend: Backend) -> None:
+    store, ns = backend.store, backend.namespace
+    ev1, block1, memento1 = make_eviction(session_history(1), session_id='s', namespace=ns, seq=0, memento_text='m1')
+    ev2, block2, memento2 = make_eviction(session_history(2)[4:], session_id='s', namespace=ns, seq=4, memento_text='m2')
+    store.write_eviction(ev1)
+    store.write_eviction(ev2)
+    top = MementoRecord(
+        id=memento_id_for(ns, 's', [memento1.id, memento2.id]),
+        session_id='s',
+        namespace=ns,
+        text='m1 and m2',
+        tokens=4,
+        summarizes=(memento1.id, memento2.id),
+        level=2,
+        compressor='extractive',
+    )
+    store.write_eviction(Eviction(session_id='s', namespace=ns, mementos=(top,)))
+
+    assert store.memento_of(block1.id, namespace=ns) == memento1
+    assert store.memento_of(memento2.id, namespace=ns) == top
+    stored_top = store.get_memento(top.id, namespace=ns)
+    assert stored_top.summarizes == (memento1.id, memento2.id) and stored_top.verified is False
+    chain = recover_chain(store, top.id, namespace=ns)
+    assert [b.record.id for b in chain] == [block1.id, block2.id]
+    assert [b.seq for b in store.list_blocks(namespace=ns, session_id='s')] == [0, 4]
+    assert [m.id for m in store.list_mementos(namespace=ns, session_id='s')][:2] == [memento1.id, memento2.id]
+    stats = store.stats(namespace=ns)
+    assert (stats.blocks, stats.mementos, stats.verified_mementos) == (2, 3, 2)
+    assert stats.tokens_saved == block1.tokens + block2.tokens - memento1.tokens - memento2.tokens
+
+
+def test_eviction_rejects_records_of_another_session(backend: Backend) -> None:
+    _, block, _ = make_eviction(session_history(1), session_id='s1', namespace=backend.namespace)
+    with pytest.raises(ValueError, match='session'):
+        Eviction(session_id='s2', namespace=backend.namespace, blocks=(block,))
+
+
+def test_event_log_appends_idempotently_in_order(backend: Backend) -> None:
+    store, ns = backend.store, backend.namespace
+    messages = session_history(2)
+    events = [SessionEvent.for_message(m, session_id='s', namespace=ns, index=i) for i, m in enumerate(messages)]
+    assert store.last_message_index('s', namespace=ns) == -1
+    store.append_events(events[:5])
+    compaction = SessionEvent(
+        session_id='s', namespace=ns, kind='auto', payload=b'{"evicted":1}', sha256='x', block_ids=('blk_1',)
+    )
+    store.append_events([compaction])
+    store.append_events(events[3:])  # overlaps: 3 and 4 again
+    store.append_events([compaction])  # a retried compaction is not logged twice
+
+    log = store.read_events('s', namespace=ns)
+    assert [e.seq for e in log] == list(range(len(messages) + 1))
+    assert [e.kind for e in log] == ['message'] * 5 + ['auto'] + ['message'] * 3
+    logged = [e for e in log if e.kind == 'message']
+    assert [e.message_index for e in logged] == list(range(len(messages)))
+    assert [e.payload for e in logged] == [e.payload for e in events]
+    assert log[5].block_ids == ('blk_1',) and log[5].message_index is None
+    assert store.last_message_index('s', namespace=ns) == len(messages) - 1
+    assert [e.seq for e in store.read_events('s', namespace=ns, since_seq=6)] == [6, 7, 8]
+    assert store.read_events('s', namespace=ns + 'x') == []
+
+
+def test_pages_and_mentions_round_trip(backend: Backend) -> None:
+    store, ns = backend.store, backend.namespace
+    eviction, block, memento = make_eviction(session_history(1), session_id='s', namespace=ns)
+    page = PageRecord(
+        id=page_id_for(ns, 's', 1), session_id='s', namespace=ns, number=1, first_turn=0, last_turn=3,
+        summary='reads src/mod_0.py', topics=('src/mod_0.py',), block_ids=(block.id,),
+    )  # fmt: skip
+    entity = EntityRecord(key='file:src/mod_0.py', name='src/mod_0.py', kind='file')
+    store.write_eviction(
+        Eviction(
+            session_id='s', namespace=ns, blocks=eviction.blocks, mementos=eviction.mementos, pages=(page,),
+            mentions=(Mention(block.id, entity, 3), Mention(memento.id, entity, 1)),
+        )
+    )  # fmt: skip
+
+    assert store.list_pages(namespace=ns, session_id='s') == [page]
+    assert store.stats(namespace=ns).entities == 1
+    assert store.stats(namespace=ns).pages == 1
+
+
+def test_full_text_finds_blocks_and_mementos(backend: Backend) -> None:
+    store, ns = backend.store, backend.namespace
+    ev1, block1, _ = make_eviction(session_history(1, prefix='alpha'), session_id='s', namespace=ns, seq=0)
+    ev2, block2, memento2 = make_eviction(
+        session_history(1, prefix='beta'), session_id='s', namespace=ns, seq=4, memento_text='zebra migration plan'
+    )
+    store.write_eviction(ev1)
+    store.write_eviction(ev2)
+
+    alpha = store.search_text('alpha', namespace=ns, k=5)
+    assert alpha and alpha[0].block_ids == (block1.id,)
+    zebra = store.search_text('zebra', namespace=ns, k=5)
+    assert [hit.id for hit in zebra] == [memento2.id] and zebra[0].block_ids == (block2.id,)
+    assert store.search_text('"; DROP TABLE blocks; --', namespace=ns) == []  # literal terms, never syntax
+    assert store.search_text('', namespace=ns) == []
+
+
+def test_delete_session_removes_only_that_session(backend: Backend) -> None:
+    store, ns = backend.store, backend.namespace
+    ev_a, block_a, _ = make_eviction(session_history(1), session_id='a', namespace=ns)
+    ev_b, block_b, _ = make_eviction(session_history(1, prefix='keep'), session_id='b', namespace=ns)
+    store.write_eviction(ev_a)
+    store.write_eviction(ev_b)
+    store.append_events([SessionEvent.for_message(session_history(1)[0], session_id='a', namespace=ns, index=0)])
+
+    assert store.delete_session('a', namespace=ns) > 0
+
+    with pytest.raises(BlockNotFoundError):
+        store.recover_block(block_a.id, namespace=ns)
+    assert store.read_events('a', namespace=ns) == []
+    assert store.search_text('turn', namespace=ns, session_id='a') == []
+    assert store.recover_block(block_b.id, namespace=ns).record.session_id == 'b'
+    assert [s.id for s in store.list_sessions(namespace=ns)] == ['b']
+
+
+# -- property: any message list survives the archive ------------------------------------------------------------
+
+_text = st.text(st.characters(codec='utf-8', exclude_categories=('Cs',)), max_size=40)
+_json = st.recursive(
+    st.none() | st.booleans() | st.integers(-(2**53), 2**53) | _text,
+    lambda inner: st.lists(inner, max_size=3) | st.dictionaries(_text, inner, max_size=3),
+    max_leaves=8,
+)
+_times = st.datetimes(min_value=datetime(2000, 1, 1), max_value=datetime(2100, 1, 1), timezones=st.just(UTC))
+_request_parts = st.one_of(
+    st.builds(UserPromptPart, _text, timestamp=_times),
+    st.builds(SystemPromptPart, _text, timestamp=_times),
+    st.builds(ToolReturnPart, _text, _json, tool_call_id=_text, timestamp=_times),
+    st.builds(
+        lambda data, text, t: UserPromptPart([text, BinaryContent(data, media_type='application/octet-stream')], timestamp=t),
+        st.binary(max_size=64), _text, _times,
+    ),
+)  # fmt: skip
+_response_parts = st.one_of(
+    st.builds(TextPart, _text),
+    st.builds(ThinkingPart, _text),
+    st.builds(ToolCallPart, _text, st.dictionaries(_text, _json, max_size=3), tool_call_id=_text),
+)
+_messages = st.lists(
+    st.one_of(
+        st.builds(lambda parts, t: ModelRequest(parts=parts, timestamp=t), st.lists(_request_parts, min_size=1, max_size=3), _times),
+        st.builds(lambda parts, t: ModelResponse(parts=parts, timestamp=t), st.lists(_response_parts, min_size=1, max_size=3), _times),
+    ),
+    min_size=1,
+    max_size=5,
+)  # fmt: skip
+
+
+@settings(max_examples=40, deadline=None, suppress_health_check=[HealthCheck.function_scoped_fixture])
+@given(messages=_messages, seq=st.integers(0, 10_000))
+def test_any_history_round_trips_exactly(backend: Backend, messages: list[ModelMessage], seq: int) -> None:
+    eviction, block, _ = make_eviction(messages, session_id='prop', namespace=backend.namespace, seq=seq)
+    backend.store.write_eviction(eviction)
+
+    recovered = backend.store.recover_block(block.id, namespace=backend.namespace)
+
+    assert list(recovered.messages) == messages
+    assert serialize_messages(recovered.messages) == block.messages_json
