@@ -1,0 +1,17 @@
+"""pydantic-ai capabilities: `MementoCompaction` (on by default in `create_agent`) and its events."""
+
+from ._compactor import CompactionPolicy, CompactionReport, SessionCompactor
+from ._events import MementoEvent, MementoEvictedEvent, MementoRecoveredEvent, MementoSkippedEvent
+from .memento import MementoCompaction, MementoWarning
+
+__all__ = (
+    'CompactionPolicy',
+    'CompactionReport',
+    'MementoCompaction',
+    'MementoEvent',
+    'MementoEvictedEvent',
+    'MementoRecoveredEvent',
+    'MementoSkippedEvent',
+    'MementoWarning',
+    'SessionCompactor',
+)

@@ -14,7 +14,7 @@ from __future__ import annotations
 
 import re
 from collections.abc import Iterator, Sequence
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from typing import Final, Literal
 
 from pydantic_ai.messages import (
@@ -43,6 +43,7 @@ __all__ = (
     'parse_regions',
     'render_block',
     'shell_command',
+    'text_actions',
 )
 
 RegionKind = Literal['prose', 'call', 'output']
@@ -220,3 +221,24 @@ def _iter_actions(messages: Sequence[ModelMessage]) -> Iterator[Action]:
 def block_actions(messages: Sequence[ModelMessage]) -> list[Action]:
     """The commands of a block in order, each with what came back (tool calls are matched by id)."""
     return list(_iter_actions(messages))
+
+
+def text_actions(text: str) -> list[Action]:
+    """The actions of a rendered block read from its text alone (calls paired with returns in order, per tool)."""
+    actions: list[Action] = []
+    waiting: list[int] = []  # indexes of actions without output, oldest first
+    for region in parse_regions(text):
+        if region.kind == 'call':
+            actions.append(Action(region.label.removeprefix('call '), region.text, None, None))
+            waiting.append(len(actions) - 1)
+        elif region.kind == 'prose' and region.label == 'assistant':
+            action = split_bash_action(region.text)
+            if action is not None:
+                actions.append(Action('bash', action[1], None, None))
+                waiting.append(len(actions) - 1)
+        elif region.kind == 'output' and waiting:
+            tool = region.label.split(' ', 1)[1] if ' ' in region.label else 'bash'
+            match = next((index for index in waiting if actions[index].tool == tool), waiting[0])
+            waiting.remove(match)
+            actions[match] = replace(actions[match], output=region.text, exit_code=exit_code_of(region.text))
+    return actions

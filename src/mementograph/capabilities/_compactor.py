@@ -1,0 +1,546 @@
+"""`SessionCompactor` -- one session's archive-first compaction, independent of pydantic-ai's run machinery.
+
+Data flows one way: live messages -> the session log (every message as it arrives) -> micro-compaction of old,
+large tool results and binary parts -> segmentation -> mementos (compressor + judge) -> one store transaction ->
+only then the live history is rewritten. Any failure before the commit leaves the history exactly as it was.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import json
+from collections.abc import Callable, Sequence
+from dataclasses import dataclass, field, replace
+from datetime import datetime
+from typing import Final, Literal
+
+from pydantic_ai.messages import (
+    BaseToolReturnPart,
+    BinaryContent,
+    ModelMessage,
+    ModelRequest,
+    ModelResponse,
+    TextContent,
+    UserPromptPart,
+)
+
+from .._messages import deserialize_messages, message_text, part_text
+from .._tokens import TokenCounter
+from ..knowledge_graph import (
+    BlockRecord,
+    Eviction,
+    MementoRecord,
+    Mention,
+    SessionEvent,
+    memento_id_for,
+)
+from ..knowledge_graph.memory import BlockInput, MementoEngine, MementoResult, Segment, render_block, segment_blocks
+from ..knowledge_graph.store import GraphStore
+from ._layout import MICRO_METADATA, Slot, StubInfo, layout, make_stub, micro_part_id, stub_info
+
+__all__ = ('CompactionPolicy', 'CompactionReport', 'MentionExtractor', 'SessionCompactor', 'Trigger')
+
+Trigger = Literal['auto', 'manual']
+MentionExtractor = Callable[[str, str], Sequence[Mention]]
+"""`(source_id, text) -> mentions`: links a block or memento to the entities it names (the recall layer's)."""
+
+_STUB_OVERHEAD_TOKENS: Final = 40
+"""Header tokens a stub adds to its memento text (estimate used only for planning)."""
+
+
+@dataclass(frozen=True)
+class CompactionPolicy:
+    """When and how far to compact."""
+
+    high_water_tokens: int
+    """Compact when the live context passes this many tokens."""
+    low_water_tokens: int
+    """Evict down to this many tokens (hysteresis: the cached prompt prefix then stays stable while it regrows)."""
+    min_saving_tokens: int = 200
+    """Skip an eviction that would save fewer tokens than this (each one rewrites the prompt prefix)."""
+    micro_min_tokens: int = 1_000
+    """A tool result at least this large becomes a stub once it is old."""
+    keep_recent_messages: int = 6
+    """The newest messages are never micro-compacted."""
+    stub_head_chars: int = 300
+    stub_tail_chars: int = 300
+    memento_share: float = 0.35
+    """When memento stubs alone take more than this share of the high-water mark, the oldest are merged into a
+    memento of mementos."""
+    min_block_tokens: int = 200
+    max_block_tokens: int = 4_000
+
+    def __post_init__(self) -> None:
+        if self.high_water_tokens <= 0:
+            raise ValueError('high_water_tokens must be positive')
+        if not 0 <= self.low_water_tokens < self.high_water_tokens:
+            raise ValueError('low_water_tokens must be at least 0 and below high_water_tokens')
+        if not 0 < self.memento_share <= 1:
+            raise ValueError('memento_share must be in (0, 1]')
+
+
+@dataclass(frozen=True)
+class CompactionReport:
+    """What one compaction pass did (or why it did nothing)."""
+
+    trigger: Trigger
+    tokens_before: int
+    tokens_after: int
+    micro_part_ids: tuple[str, ...] = ()
+    block_ids: tuple[str, ...] = ()
+    memento_ids: tuple[str, ...] = ()
+    merged_memento_ids: tuple[str, ...] = ()
+    verified: int = 0
+    unverified: int = 0
+    archived_tokens: int = 0
+    memento_tokens: int = 0
+    usage_tokens: int = 0
+    """LLM tokens spent compressing and judging (0 for the extractive compressor and rubric judge)."""
+    skipped: str | None = None
+    """Why nothing (more) was evicted, when that is the case."""
+
+    @property
+    def changed(self) -> bool:
+        return bool(self.micro_part_ids or self.block_ids or self.merged_memento_ids)
+
+    @property
+    def tokens_saved(self) -> int:
+        return max(0, self.tokens_before - self.tokens_after)
+
+    def to_json(self) -> bytes:
+        data = {
+            'trigger': self.trigger,
+            'tokens_before': self.tokens_before,
+            'tokens_after': self.tokens_after,
+            'micro_part_ids': list(self.micro_part_ids),
+            'block_ids': list(self.block_ids),
+            'memento_ids': list(self.memento_ids),
+            'merged_memento_ids': list(self.merged_memento_ids),
+            'verified': self.verified,
+            'unverified': self.unverified,
+            'skipped': self.skipped,
+        }
+        return json.dumps(data, sort_keys=True).encode()
+
+
+def _timestamp(message: ModelMessage) -> datetime | None:
+    stamp = message.timestamp
+    if stamp is None and isinstance(message, ModelRequest):
+        stamp = next((p.timestamp for p in message.parts if hasattr(p, 'timestamp')), None)  # type: ignore[union-attr]
+    return stamp
+
+
+def _is_first_task(message: ModelMessage) -> bool:
+    return isinstance(message, ModelRequest) and any(
+        isinstance(part, UserPromptPart) and stub_info(message) is None for part in message.parts
+    )
+
+
+@dataclass
+class SessionCompactor:
+    """Compacts one session's live history against one store.
+
+    The store is written first and the history rewritten only after the commit, so an exception anywhere leaves
+    the caller's messages untouched; callers turn exceptions into "no eviction" plus a warning.
+    """
+
+    store: GraphStore
+    session_id: str
+    namespace: str
+    counter: TokenCounter
+    engine: MementoEngine
+    policy: CompactionPolicy
+    mentions: MentionExtractor | None = None
+    _logged_through: int | None = field(default=None, init=False, repr=False)
+
+    # -- the full record ------------------------------------------------------------------------------------------
+
+    def sync_log(self, messages: Sequence[ModelMessage]) -> int:
+        """Append every original message the session log does not hold yet; returns how many were appended."""
+        slots, _ = layout(messages)
+        if self._logged_through is None:
+            self._logged_through = self.store.last_message_index(self.session_id, namespace=self.namespace)
+        new = [
+            SessionEvent.for_message(
+                messages[slot.index], session_id=self.session_id, namespace=self.namespace, index=slot.log_index
+            )
+            for slot in slots
+            if slot.stub is None and slot.log_index > self._logged_through
+        ]
+        if new:
+            self.store.append_events(new)
+            self._logged_through = max(event.message_index or 0 for event in new)
+        return len(new)
+
+    # -- compaction -----------------------------------------------------------------------------------------------
+
+    async def compact(
+        self, messages: list[ModelMessage], *, trigger: Trigger = 'auto'
+    ) -> tuple[list[ModelMessage], CompactionReport]:
+        """Micro-compact, evict and merge until the history fits the low-water mark (or nothing more can go).
+
+        Returns the new history (the input list itself when nothing changed) and a report.
+        """
+        self.sync_log(messages)
+        before = self.counter.count_messages(messages)
+        report = CompactionReport(trigger=trigger, tokens_before=before, tokens_after=before)
+        current = messages
+
+        current, report = self._micro(current, report)
+        tokens = self.counter.count_messages(current)
+        if tokens > self.policy.low_water_tokens:
+            current, report = await self._evict(current, tokens, report)
+        current, report = await self._merge(current, report)
+        after = self.counter.count_messages(current)
+        report = replace(report, tokens_after=after)
+        if not report.changed and report.skipped is None:
+            report = replace(report, skipped='nothing old enough to compact')
+        return (current if report.changed else messages), report
+
+    def _micro(self, messages: list[ModelMessage], report: CompactionReport) -> tuple[list[ModelMessage], CompactionReport]:
+        slots, _ = layout(messages)
+        cutoff = len(messages) - self.policy.keep_recent_messages
+        records: list[BlockRecord] = []
+        replacements: dict[int, ModelMessage] = {}
+        for slot in slots[: max(0, cutoff)]:
+            message = messages[slot.index]
+            if slot.stub is not None or slot.pinned or not isinstance(message, ModelRequest):
+                continue
+            if self.counter.count_message(message) < self.policy.micro_min_tokens:
+                continue
+            stubbed = self._stub_parts(message, slot)
+            if stubbed is None:
+                continue
+            record, new_message = stubbed
+            records.append(record)
+            replacements[slot.index] = new_message
+        if not records:
+            return messages, report
+        event = SessionEvent(
+            session_id=self.session_id,
+            namespace=self.namespace,
+            kind='micro',
+            payload=json.dumps({'parts': [r.id for r in records]}).encode(),
+            sha256='',
+            block_ids=tuple(r.id for r in records),
+        )
+        self.store.write_eviction(
+            Eviction(session_id=self.session_id, namespace=self.namespace, blocks=tuple(records), events=(event,))
+        )
+        rewritten = [replacements.get(i, m) for i, m in enumerate(messages)]
+        return rewritten, replace(report, micro_part_ids=tuple(r.id for r in records))
+
+    def _stub_parts(self, message: ModelRequest, slot: Slot) -> tuple[BlockRecord, ModelRequest] | None:
+        """Archive a request holding large tool results or binary content, and stub those parts."""
+        record = BlockRecord.from_messages(
+            [message],
+            session_id=self.session_id,
+            namespace=self.namespace,
+            seq=slot.log_index,
+            tokens=self.counter.count_message(message),
+            kind='part',
+            text=message_text(message),
+        )
+        pointer = f'recover_block("{record.id}")'
+        parts = []
+        changed = False
+        for part in message.parts:
+            if isinstance(part, BaseToolReturnPart) and micro_part_id(part) is None:
+                text = part_text(part)
+                tokens = self.counter.count_text(text)
+                if tokens >= self.policy.micro_min_tokens:
+                    head, tail = text[: self.policy.stub_head_chars], text[-self.policy.stub_tail_chars :]
+                    stub = f'{head}\n[... {tokens} tokens of this tool result archived; the full text: {pointer} ...]\n{tail}'
+                    metadata = {**(part.metadata if isinstance(part.metadata, dict) else {}), MICRO_METADATA: record.id}
+                    parts.append(replace(part, content=stub, metadata=metadata))
+                    changed = True
+                    continue
+            if isinstance(part, UserPromptPart) and not isinstance(part.content, str):
+                items = []
+                for item in part.content:
+                    if isinstance(item, BinaryContent):
+                        placeholder = f'[{item.media_type}, {len(item.data)} bytes archived; the original: {pointer}]'
+                        items.append(TextContent(placeholder, metadata={MICRO_METADATA: record.id}))
+                        changed = True
+                    else:
+                        items.append(item)
+                parts.append(replace(part, content=items))
+                continue
+            parts.append(part)
+        if not changed:
+            return None
+        return record, replace(message, parts=parts)
+
+    def _originals(self, messages: Sequence[ModelMessage]) -> list[ModelMessage]:
+        """Messages as they were logged: micro-compacted ones are read back from their archived parts."""
+        originals: list[ModelMessage] = []
+        for message in messages:
+            part_id = next(
+                (pid for part in message.parts if (pid := _micro_id_of(part)) is not None),
+                None,
+            )
+            if part_id is None:
+                originals.append(message)
+            else:
+                recovered = self.store.recover_block(part_id, namespace=self.namespace, session_id=self.session_id)
+                originals.extend(recovered.messages)
+        return originals
+
+    def _candidates(self, messages: list[ModelMessage]) -> list[tuple[Segment, int]]:
+        """Complete blocks that may be evicted, oldest first, each with its first log position."""
+        slots, _ = layout(messages)
+        first_task = next((s.index for s in slots if s.stub is None and _is_first_task(messages[s.index])), None)
+        runs: list[list[Slot]] = [[]]
+        for slot in slots:
+            if slot.stub is not None or slot.pinned or slot.index == first_task:
+                runs.append([])
+            else:
+                runs[-1].append(slot)
+        candidates: list[tuple[Segment, int]] = []
+        for run in runs:
+            if not run:
+                continue
+            start = run[0].index
+            segments = segment_blocks(
+                messages[start : run[-1].index + 1],
+                self.counter,
+                min_tokens=self.policy.min_block_tokens,
+                max_tokens=self.policy.max_block_tokens,
+            )
+            for segment in segments:
+                absolute = replace(segment, start=segment.start + start, end=segment.end + start)
+                if absolute.complete and absolute.end < len(messages):
+                    candidates.append((absolute, slots[absolute.start].log_index))
+        return candidates
+
+    async def _evict(
+        self, messages: list[ModelMessage], tokens: int, report: CompactionReport
+    ) -> tuple[list[ModelMessage], CompactionReport]:
+        chosen: list[tuple[Segment, int]] = []
+        projected = tokens
+        for segment, log_index in self._candidates(messages):
+            if projected <= self.policy.low_water_tokens:
+                break
+            chosen.append((segment, log_index))
+            projected -= segment.tokens - int(segment.tokens * self.engine_ratio()) - _STUB_OVERHEAD_TOKENS
+        if not chosen:
+            return messages, replace(report, skipped='no complete block outside the protected messages')
+
+        inputs = []
+        for segment, _ in chosen:
+            block_messages = tuple(self._originals(messages[segment.start : segment.end]))
+            text = render_block(block_messages)
+            inputs.append(BlockInput(messages=block_messages, text=text, tokens=self.counter.count_text(text)))
+        results: list[MementoResult] = list(await asyncio.gather(*(self.engine.make_memento(b) for b in inputs)))
+
+        blocks: list[BlockRecord] = []
+        mementos: list[MementoRecord] = []
+        mentions: list[Mention] = []
+        stubs: dict[int, tuple[int, ModelMessage]] = {}
+        saving = 0
+        for (segment, log_index), block_input, result in zip(chosen, inputs, results, strict=True):
+            live_tokens = self.counter.count_messages(messages[segment.start : segment.end])
+            first = block_input.messages[0]
+            stamp = _timestamp(first)
+            block = BlockRecord.from_messages(
+                block_input.messages,
+                session_id=self.session_id,
+                namespace=self.namespace,
+                seq=log_index,
+                tokens=block_input.tokens,
+                text=block_input.text,
+                started_at=stamp.isoformat() if stamp else None,
+            )
+            memento = MementoRecord(
+                id=memento_id_for(self.namespace, self.session_id, [block.id]),
+                session_id=self.session_id,
+                namespace=self.namespace,
+                text=result.text,
+                tokens=result.tokens,
+                summarizes=(block.id,),
+                score=result.score,
+                verified=result.verified,
+                iterations=result.iterations,
+                compressor=result.compressor,
+            )
+            info = StubInfo(
+                target_id=block.id,
+                memento_id=memento.id,
+                first_message=block.first_message,
+                last_message=block.last_message,
+                level=1,
+                archived_tokens=block.tokens,
+            )
+            stub = make_stub(info, result.text, stamp)
+            saving += live_tokens - self.counter.count_message(stub)
+            blocks.append(block)
+            mementos.append(memento)
+            if self.mentions is not None:
+                mentions.extend(self.mentions(block.id, block.text))
+                mentions.extend(self.mentions(memento.id, memento.text))
+            stubs[segment.start] = (segment.end, stub)
+        usage = report.usage_tokens + sum(r.usage_tokens for r in results)
+        if saving < self.policy.min_saving_tokens:
+            return messages, replace(
+                report, usage_tokens=usage, skipped=f'saving {saving} tokens is below min_saving_tokens'
+            )
+
+        compaction = CompactionReport(
+            trigger=report.trigger,
+            tokens_before=tokens,
+            tokens_after=tokens - saving,
+            block_ids=tuple(b.id for b in blocks),
+            memento_ids=tuple(m.id for m in mementos),
+        )
+        event = SessionEvent(
+            session_id=self.session_id,
+            namespace=self.namespace,
+            kind=report.trigger,
+            payload=compaction.to_json(),
+            sha256='',
+            block_ids=compaction.block_ids,
+        )
+        self.store.write_eviction(
+            Eviction(
+                session_id=self.session_id,
+                namespace=self.namespace,
+                blocks=tuple(blocks),
+                mementos=tuple(mementos),
+                mentions=tuple(mentions),
+                events=(event,),
+            )
+        )
+        rewritten = _splice(messages, stubs)
+        return rewritten, replace(
+            report,
+            block_ids=compaction.block_ids,
+            memento_ids=compaction.memento_ids,
+            verified=report.verified + sum(r.verified for r in results),
+            unverified=report.unverified + sum(not r.verified for r in results),
+            archived_tokens=report.archived_tokens + sum(b.tokens for b in blocks),
+            memento_tokens=report.memento_tokens + sum(m.tokens for m in mementos),
+            usage_tokens=usage,
+        )
+
+    def engine_ratio(self) -> float:
+        """The compressor's size target, used to plan how many blocks to evict."""
+        ratio = getattr(self.engine.compressor, 'target_ratio', 0.2)
+        return float(ratio) if isinstance(ratio, int | float) else 0.2
+
+    async def _merge(
+        self, messages: list[ModelMessage], report: CompactionReport
+    ) -> tuple[list[ModelMessage], CompactionReport]:
+        """Mementos of mementos: when stubs alone outgrow their share, merge the oldest adjacent run of them."""
+        budget = int(self.policy.high_water_tokens * self.policy.memento_share)
+        slots, _ = layout(messages)
+        stub_slots = [s for s in slots if s.stub is not None]
+        if sum(self.counter.count_message(messages[s.index]) for s in stub_slots) <= budget:
+            return messages, report
+        run: list[Slot] = []
+        for slot in slots:
+            if slot.stub is not None:
+                run.append(slot)
+                continue
+            if len(run) >= 2:
+                break
+            run = []
+        if len(run) < 2:
+            return messages, replace(report, skipped=(report.skipped or 'mementos over their share, none adjacent'))
+        run = run[: max(2, len(run) // 2 + 1)] if len(run) > 3 else run
+        infos = [slot.stub for slot in run if slot.stub is not None]
+        children = [
+            self.store.get_memento(info.memento_id, namespace=self.namespace, session_id=self.session_id)
+            for info in infos
+        ]
+        text = '\n\n'.join(child.text for child in children)
+        merged_input = BlockInput(
+            messages=tuple(messages[slot.index] for slot in run), text=text, tokens=self.counter.count_text(text)
+        )
+        result = await self.engine.make_memento(merged_input)
+        level = max(info.level for info in infos) + 1
+        memento = MementoRecord(
+            id=memento_id_for(self.namespace, self.session_id, [c.id for c in children]),
+            session_id=self.session_id,
+            namespace=self.namespace,
+            text=result.text,
+            tokens=result.tokens,
+            summarizes=tuple(c.id for c in children),
+            score=result.score,
+            verified=result.verified,
+            iterations=result.iterations,
+            compressor=result.compressor,
+            level=level,
+        )
+        event = SessionEvent(
+            session_id=self.session_id,
+            namespace=self.namespace,
+            kind=report.trigger,
+            payload=json.dumps({'merged': [c.id for c in children], 'into': memento.id}).encode(),
+            sha256='',
+            block_ids=(memento.id,),
+        )
+        mentions = tuple(self.mentions(memento.id, memento.text)) if self.mentions is not None else ()
+        self.store.write_eviction(
+            Eviction(
+                session_id=self.session_id,
+                namespace=self.namespace,
+                mementos=(memento,),
+                mentions=mentions,
+                events=(event,),
+            )
+        )
+        info = StubInfo(
+            target_id=memento.id,
+            memento_id=memento.id,
+            first_message=infos[0].first_message,
+            last_message=infos[-1].last_message,
+            level=level,
+            archived_tokens=sum(i.archived_tokens for i in infos),
+        )
+        stub = make_stub(info, result.text, _timestamp(messages[run[0].index]))
+        rewritten = _splice(messages, {run[0].index: (run[-1].index + 1, stub)})
+        return rewritten, replace(
+            report,
+            merged_memento_ids=(*report.merged_memento_ids, memento.id),
+            usage_tokens=report.usage_tokens + result.usage_tokens,
+        )
+
+
+def _micro_id_of(part: object) -> str | None:
+    found = micro_part_id(part)
+    if found is not None:
+        return found
+    if isinstance(part, UserPromptPart) and not isinstance(part.content, str):
+        for item in part.content:
+            if isinstance(item, TextContent) and isinstance(item.metadata, dict):
+                value = item.metadata.get(MICRO_METADATA)
+                if isinstance(value, str):
+                    return value
+    return None
+
+
+def _splice(messages: list[ModelMessage], stubs: dict[int, tuple[int, ModelMessage]]) -> list[ModelMessage]:
+    """Replace `messages[start:end]` with one stub for each `start: (end, stub)`."""
+    out: list[ModelMessage] = []
+    index = 0
+    while index < len(messages):
+        if index in stubs:
+            end, stub = stubs[index]
+            out.append(stub)
+            index = end
+        else:
+            out.append(messages[index])
+            index += 1
+    return out
+
+
+def decode_log_messages(events: Sequence[SessionEvent]) -> list[ModelMessage]:
+    """The original messages of a session log, in order."""
+    messages: list[ModelMessage] = []
+    for event in events:
+        if event.kind == 'message':
+            messages.extend(deserialize_messages(event.payload))
+    return messages
+
+
+_ = ModelResponse  # re-exported type used in annotations by callers

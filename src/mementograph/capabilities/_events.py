@@ -1,0 +1,54 @@
+"""`_events` -- capability events: what compaction did, skipped (and why) and recovered."""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+from pydantic_ai.messages import CapabilityEvent
+
+__all__ = ('MementoEvent', 'MementoEvictedEvent', 'MementoRecoveredEvent', 'MementoSkippedEvent')
+
+
+@dataclass(kw_only=True)
+class MementoEvent(CapabilityEvent, namespace='mementograph', abstract=True):
+    """Base of mementograph's events."""
+
+    session_id: str = ''
+    """The session the event belongs to."""
+
+
+@dataclass(kw_only=True)
+class MementoEvictedEvent(MementoEvent, name='evicted'):
+    """Blocks were archived and replaced by mementos (and/or old parts stubbed, mementos merged)."""
+
+    trigger: str = 'auto'
+    """`auto` (high-water mark passed) or `manual` (`compact_context`)."""
+    block_ids: tuple[str, ...] = ()
+    memento_ids: tuple[str, ...] = ()
+    micro_part_ids: tuple[str, ...] = ()
+    merged_memento_ids: tuple[str, ...] = ()
+    tokens_before: int = 0
+    tokens_after: int = 0
+    verified: int = 0
+    unverified: int = 0
+    usage_tokens: int = 0
+    """LLM tokens spent compressing and judging."""
+
+
+@dataclass(kw_only=True)
+class MementoSkippedEvent(MementoEvent, name='skipped'):
+    """Compaction was due but did not happen; the run continues with its full context."""
+
+    reason: str = ''
+    tokens: int = 0
+    error: str | None = None
+    """The exception, when a store or compressor failed."""
+
+
+@dataclass(kw_only=True)
+class MementoRecoveredEvent(MementoEvent, name='recovered'):
+    """The model recovered an archived block through `recover_block`."""
+
+    block_id: str = ''
+    exact: bool = True
+    """The block's sha256 matched (recovery never returns bytes that fail the check)."""

@@ -1,0 +1,142 @@
+"""`MementoToolset` -- the memory tools, registered from the first request so the tool list never changes mid-run."""
+
+from __future__ import annotations
+
+from typing import TYPE_CHECKING, Any, Final
+
+from pydantic_ai import RunContext
+from pydantic_ai.tools import AgentDepsT
+from pydantic_ai.toolsets import FunctionToolset
+
+from ..knowledge_graph.memory import render_block
+from ..knowledge_graph.store import BlockIntegrityError, NotFoundError, recover_chain
+from ._events import MementoRecoveredEvent
+
+if TYPE_CHECKING:
+    from .memento import MementoCompaction
+
+__all__ = ('TOOL_OUTPUT_CHARS', 'MementoToolset')
+
+TOOL_OUTPUT_CHARS: Final = 12_000
+"""Characters one tool answer may carry (~3k tokens); longer answers are paginated."""
+
+
+def paginate(text: str, page: int, *, what: str, more: str) -> str:
+    """Page `page` (1-based) of `text`, with a footer saying how to get the next page."""
+    pages = max(1, -(-len(text) // TOOL_OUTPUT_CHARS))
+    page = min(max(page, 1), pages)
+    chunk = text[(page - 1) * TOOL_OUTPUT_CHARS : page * TOOL_OUTPUT_CHARS]
+    if pages == 1:
+        return chunk
+    footer = f'\n[{what}: page {page} of {pages}'
+    footer += f'; next: {more.format(page=page + 1)}]' if page < pages else ']'
+    return chunk + footer
+
+
+class MementoToolset(FunctionToolset[AgentDepsT]):
+    """`recover_block`, `compact_context`, `recall` and `retrieve_page` over the capability's store and session."""
+
+    def __init__(self, capability: MementoCompaction[AgentDepsT]) -> None:
+        super().__init__(id='mementograph')
+        self._capability = capability
+        self.add_function(self.recover_block, name='recover_block')
+        self.add_function(self.compact_context, name='compact_context')
+        self.add_function(self.recall, name='recall')
+        self.add_function(self.retrieve_page, name='retrieve_page')
+
+    def _run_capability(self, ctx: RunContext[Any]) -> MementoCompaction[AgentDepsT]:
+        """The per-run copy of the capability that owns this toolset (it holds the run's session state)."""
+        found: list[MementoCompaction[AgentDepsT]] = []
+
+        def select(capability: object) -> None:
+            if getattr(capability, '_toolset', None) is self:
+                found.append(capability)  # type: ignore[arg-type]
+
+        if ctx.root_capability is not None:
+            ctx.root_capability.apply(select)
+        return found[-1] if found else self._capability
+
+    async def recover_block(self, ctx: RunContext[AgentDepsT], block_id: str, page: int = 1) -> str:
+        """Recover an archived block (or everything under a memento) exactly as it was, from the memory store.
+
+        Args:
+            block_id: The id a memento names, e.g. `blk_...`, `prt_...` or `mem_...`.
+            page: Page of a long block to return (1-based).
+        """
+        capability = self._run_capability(ctx)
+        session = capability.resolve_session_id(ctx)
+        try:
+            blocks = recover_chain(capability.graph_store, block_id, namespace=capability.namespace, session_id=session)
+        except NotFoundError:
+            return f'No archived block {block_id!r} in this session. Use the id a memento names.'
+        except BlockIntegrityError as exc:
+            return f'Block {block_id!r} failed its integrity check and was not returned: {exc}'
+        capability._state.recovered += 1
+        await ctx.emit(MementoRecoveredEvent(session_id=session, block_id=block_id, exact=True))
+        parts = [
+            f'[block {b.record.id}: messages {b.record.first_message}-{b.record.last_message}, sha256 verified]\n'
+            + render_block(b.messages)
+            for b in blocks
+        ]
+        return paginate('\n\n'.join(parts), page, what=block_id, more=f'recover_block("{block_id}", page={{page}})')
+
+    async def compact_context(self, ctx: RunContext[AgentDepsT]) -> str:
+        """Archive every completed block of the conversation now and replace it with its memento."""
+        capability = self._run_capability(ctx)
+        outcome = await capability.compact_now(ctx, trigger='manual')
+        if outcome is None:
+            return 'Compaction failed; the context was left as it was.'
+        report = outcome[1]
+        if not report.changed:
+            return f'Nothing was compacted: {report.skipped}.'
+        return (
+            f'Compacted {report.tokens_before} -> {report.tokens_after} tokens: {len(report.block_ids)} blocks '
+            f'archived as mementos ({report.verified} verified), {len(report.micro_part_ids)} tool results stubbed, '
+            f'{len(report.merged_memento_ids)} memento merges. Recover any block with recover_block(id).'
+        )
+
+    async def recall(self, ctx: RunContext[AgentDepsT], query: str, k: int = 5) -> str:
+        """Find archived blocks by the entities and words they mention (files, symbols, errors, values, names).
+
+        Args:
+            query: What to look for.
+            k: How many blocks to return.
+        """
+        capability = self._run_capability(ctx)
+        store = capability.graph_store
+        session = capability.resolve_session_id(ctx)
+        hits = store.search_text(query, k=max(1, min(k, 20)) * 2, namespace=capability.namespace, session_id=session)
+        seen: set[str] = set()
+        lines: list[str] = []
+        for hit in hits:
+            for block_id in hit.block_ids:
+                if block_id in seen or len(seen) >= k:
+                    continue
+                seen.add(block_id)
+                memento = store.memento_of(block_id, namespace=capability.namespace, session_id=session)
+                text = memento.text if memento is not None else ''
+                lines.append(f'- {block_id} (score {hit.score:.2f}): {text}')
+        if not lines:
+            return f'Nothing archived in this session matches {query!r}.'
+        return paginate('\n'.join(lines), 1, what='recall', more='')
+
+    async def retrieve_page(self, ctx: RunContext[AgentDepsT], page_id: str, page: int = 1) -> str:
+        """Return the archived blocks of one page of the memory index.
+
+        Args:
+            page_id: A page id from the index (e.g. `pg_...`) or its number.
+            page: Page of the output when it is long (1-based).
+        """
+        capability = self._run_capability(ctx)
+        store = capability.graph_store
+        session = capability.resolve_session_id(ctx)
+        pages = store.list_pages(namespace=capability.namespace, session_id=session)
+        match = next((p for p in pages if p.id == page_id or str(p.number) == page_id.strip()), None)
+        if match is None:
+            return f'No page {page_id!r} in this session ({len(pages)} pages).'
+        texts = []
+        for block_id in match.block_ids:
+            for block in recover_chain(store, block_id, namespace=capability.namespace, session_id=session):
+                texts.append(f'[block {block.record.id}]\n{render_block(block.messages)}')
+        header = f'[page {match.number}: {match.summary}]\n'
+        return paginate(header + '\n\n'.join(texts), page, what=match.id, more=f'retrieve_page("{match.id}", page={{page}})')

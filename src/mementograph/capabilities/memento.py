@@ -1,0 +1,344 @@
+"""`MementoCompaction` -- evicts completed blocks into verified mementos, keeps every block recoverable.
+
+Example:
+    ```python
+    from pydantic_ai import Agent
+    from mementograph import MementoCompaction
+
+    agent = Agent('openai:gpt-5', capabilities=[MementoCompaction(store='sqlite:///tmp/memory.db', max_tokens=60_000)])
+    ```
+"""
+
+from __future__ import annotations
+
+import logging
+import threading
+import warnings
+from collections.abc import Callable
+from dataclasses import KW_ONLY, dataclass, field, replace
+from typing import TYPE_CHECKING, Any, Literal
+
+from pydantic_ai import RunContext
+from pydantic_ai.capabilities import AbstractCapability
+from pydantic_ai.messages import ModelMessage, SystemPromptPart
+from pydantic_ai.tools import AgentDepsT
+from pydantic_ai.toolsets import AbstractToolset
+
+from .._tokens import TokenCounter, encoding_for_model
+from ..knowledge_graph import DEFAULT_NAMESPACE
+from ..knowledge_graph.memory import Compressor, ExtractiveCompressor, Judge, MementoEngine, RubricJudge
+from ..knowledge_graph.store import GraphStore, open_store
+from ._compactor import CompactionPolicy, CompactionReport, MentionExtractor, SessionCompactor, Trigger
+from ._events import MementoEvictedEvent, MementoSkippedEvent
+from ._toolset import MementoToolset
+
+if TYPE_CHECKING:
+    from pydantic_ai.models import ModelRequestContext
+
+__all__ = ('MementoCompaction', 'MementoWarning')
+
+logger = logging.getLogger('mementograph')
+
+DEFAULT_MAX_FRACTION = 0.6
+DEFAULT_CONTEXT_WINDOW = 200_000
+_SPAN_NAME = 'memento_compaction'
+
+
+class MementoWarning(UserWarning):
+    """Compaction could not happen (store or compressor failing); the run continued with its full context."""
+
+
+@dataclass
+class _SharedStore:
+    """The store, opened lazily once and shared by every per-run copy of the capability."""
+
+    spec: GraphStore | str | None
+    _store: GraphStore | None = None
+    _lock: threading.Lock = field(default_factory=threading.Lock)
+
+    def get(self) -> GraphStore:
+        with self._lock:
+            if self._store is None:
+                self._store = self.spec if self.spec is not None and not isinstance(self.spec, str) else open_store(self.spec)
+            return self._store
+
+
+@dataclass
+class _RunState:
+    compactor: SessionCompactor | None = None
+    manual_requested: bool = False
+    reports: list[CompactionReport] = field(default_factory=list[CompactionReport])
+    recovered: int = 0
+    warned_near_limit: bool = False
+
+
+@dataclass
+class MementoCompaction(AbstractCapability[AgentDepsT]):
+    """Replaces completed blocks of the conversation with verified mementos once the context passes a high-water
+    mark, writing each block to the graph store *before* it leaves the context.
+
+    Every evicted block stays recoverable byte for byte (`recover_block`), findable (`recall`, `retrieve_page`)
+    and queryable; every message is appended to the session's log as it arrives. If the store or the compressor
+    fails, nothing is evicted, the run continues with its full context, and a `MementoSkippedEvent` plus a
+    `MementoWarning` say why.
+    """
+
+    store: GraphStore | str | None = None
+    """A `GraphStore`, a store URI, or `None` for `MEMENTOGRAPH_STORE` / the embedded default."""
+
+    _: KW_ONLY
+
+    max_tokens: int | None = None
+    """High-water mark in tokens. Mutually exclusive with `max_fraction`."""
+
+    max_fraction: float | None = None
+    """High-water mark as a fraction of the model's context window (default 0.6 when `max_tokens` is unset)."""
+
+    low_water: float = 0.5
+    """Evict down to this fraction of the high-water mark; the gap is what keeps the prompt prefix stable between
+    evictions."""
+
+    min_saving_tokens: int = 200
+    """Skip an eviction that would save fewer tokens (each eviction rewrites the cached prompt prefix)."""
+
+    micro_min_tokens: int = 1_000
+    """Old tool results at least this large are stubbed first (micro-compaction), their originals archived."""
+
+    keep_recent_messages: int = 6
+    """The newest messages are never micro-compacted."""
+
+    memento_share: float = 0.35
+    """Mementos may take this share of the high-water mark before the oldest are merged into a memento of
+    mementos."""
+
+    session_id: str | None = None
+    """The session to archive into; `None` uses the run's `conversation_id`, so a conversation continued with
+    `message_history` continues its session."""
+
+    namespace: str = DEFAULT_NAMESPACE
+    """Namespace isolating this agent's sessions from others in the same store."""
+
+    compressor: Compressor | None = None
+    """Memento compressor; `None` is the extractive one (no LLM). Pass `LLMCompressor(model)` for an LLM."""
+
+    judge: Judge | None | Literal['default'] = 'default'
+    """Judge of mementos; `'default'` is the deterministic rubric. `None` stores every memento unverified."""
+
+    encoding: str | None = None
+    """tiktoken encoding; `None` picks one from the model name (`o200k_base` for most)."""
+
+    context_window: int | None = None
+    """The model's window in tokens; `None` resolves it from the model (or `fallback_context_window`)."""
+
+    fallback_context_window: int = DEFAULT_CONTEXT_WINDOW
+    """Window assumed when the model does not report one."""
+
+    hard_limit_fraction: float = 0.95
+    """When the context still exceeds this fraction of the window after compaction, the model is told plainly."""
+
+    mentions: MentionExtractor | None = None
+    """Entity linker for `MENTIONS` edges; `None` uses the recall layer's deterministic extractor."""
+
+    id: str | None = 'memento_compaction'
+    """Stable capability id (one memento compaction per agent)."""
+
+    _shared: _SharedStore = field(init=False, repr=False, compare=False)
+    _toolset: MementoToolset[AgentDepsT] = field(init=False, repr=False, compare=False)
+    _state: _RunState = field(init=False, repr=False, compare=False)
+
+    def __post_init__(self) -> None:
+        if self.max_tokens is not None and self.max_fraction is not None:
+            raise ValueError('set max_tokens or max_fraction, not both')
+        if self.max_tokens is not None and self.max_tokens <= 0:
+            raise ValueError('max_tokens must be positive')
+        if self.max_fraction is not None and not 0 < self.max_fraction <= 1:
+            raise ValueError('max_fraction must be in (0, 1]')
+        if not 0 <= self.low_water < 1:
+            raise ValueError('low_water must be in [0, 1)')
+        self._shared = _SharedStore(self.store)
+        self._toolset = MementoToolset(self)
+        self._state = _RunState()
+
+    # -- pydantic-ai plumbing -------------------------------------------------------------------------------------
+
+    @classmethod
+    def get_serialization_name(cls) -> str | None:
+        return 'MementoCompaction'
+
+    @classmethod
+    def from_spec(cls, *args: Any, **kwargs: Any) -> MementoCompaction[Any]:
+        """Build from an agent spec: `{MementoCompaction: {store: 'sqlite:///m.db', max_tokens: 60000}}`."""
+        return cls(*args, **kwargs)
+
+    async def for_run(self, ctx: RunContext[AgentDepsT]) -> MementoCompaction[AgentDepsT]:
+        run = replace(self)
+        run._shared = self._shared  # one store for every run
+        run._toolset = self._toolset
+        run._state = _RunState()
+        return run
+
+    def get_toolset(self) -> AbstractToolset[AgentDepsT] | None:
+        return self._toolset
+
+    @property
+    def graph_store(self) -> GraphStore:
+        """The store (opened on first use)."""
+        return self._shared.get()
+
+    @property
+    def reports(self) -> list[CompactionReport]:
+        """Compaction passes of the current run, in order."""
+        return self._state.reports
+
+    # -- compaction -----------------------------------------------------------------------------------------------
+
+    def resolve_session_id(self, ctx: RunContext[Any]) -> str:
+        return self.session_id or ctx.conversation_id or 'default'
+
+    def _window(self, ctx: RunContext[Any]) -> int:
+        if self.context_window is not None:
+            return self.context_window
+        window = getattr(ctx.model, 'context_window', None)
+        return window if isinstance(window, int) and window > 0 else self.fallback_context_window
+
+    def high_water(self, ctx: RunContext[Any]) -> int:
+        if self.max_tokens is not None:
+            return self.max_tokens
+        return int(self._window(ctx) * (self.max_fraction or DEFAULT_MAX_FRACTION))
+
+    def compactor(self, ctx: RunContext[Any]) -> SessionCompactor:
+        """This run's compactor (created on first use, bound to the run's session)."""
+        state = self._state
+        high = self.high_water(ctx)
+        if state.compactor is None:
+            counter = TokenCounter(self.encoding or encoding_for_model(getattr(ctx.model, 'model_name', None)))
+            judge: Judge | None = RubricJudge() if self.judge == 'default' else self.judge  # type: ignore[assignment]
+            engine = MementoEngine(compressor=self.compressor or ExtractiveCompressor(), judge=judge)
+            state.compactor = SessionCompactor(
+                store=self.graph_store,
+                session_id=self.resolve_session_id(ctx),
+                namespace=self.namespace,
+                counter=counter,
+                engine=engine,
+                policy=self._policy(high),
+                mentions=self.mentions if self.mentions is not None else _default_mentions(),
+            )
+        elif state.compactor.policy.high_water_tokens != high:
+            state.compactor.policy = self._policy(high)
+        return state.compactor
+
+    def _policy(self, high: int, *, manual: bool = False) -> CompactionPolicy:
+        return CompactionPolicy(
+            high_water_tokens=high,
+            low_water_tokens=0 if manual else int(high * self.low_water),
+            min_saving_tokens=self.min_saving_tokens,
+            micro_min_tokens=self.micro_min_tokens,
+            keep_recent_messages=self.keep_recent_messages,
+            memento_share=self.memento_share,
+        )
+
+    async def compact_now(
+        self, ctx: RunContext[AgentDepsT], *, trigger: Trigger
+    ) -> tuple[list[ModelMessage], CompactionReport] | None:
+        """Compact `ctx.messages` in place (persistently); `None` and a warning when it could not be done."""
+        try:
+            compactor = self.compactor(ctx)
+            if trigger == 'manual':
+                compactor = replace(compactor, policy=self._policy(compactor.policy.high_water_tokens, manual=True))
+            messages = list(ctx.messages)
+            with ctx.tracer.start_as_current_span(_SPAN_NAME) as span:
+                new, report = await compactor.compact(messages, trigger=trigger)
+                if span.is_recording():
+                    span.set_attributes(
+                        {
+                            'mementograph.trigger': trigger,
+                            'mementograph.session_id': compactor.session_id,
+                            'mementograph.tokens_before': report.tokens_before,
+                            'mementograph.tokens_after': report.tokens_after,
+                            'mementograph.blocks_evicted': len(report.block_ids),
+                            'mementograph.usage_tokens': report.usage_tokens,
+                        }
+                    )
+        except Exception as exc:
+            await self._skipped(ctx, f'compaction failed: {type(exc).__name__}: {exc}', error=exc)
+            return None
+        self._state.reports.append(report)
+        if report.changed:
+            ctx.messages[:] = new
+            await ctx.emit(
+                MementoEvictedEvent(
+                    session_id=compactor.session_id,
+                    trigger=trigger,
+                    block_ids=report.block_ids,
+                    memento_ids=report.memento_ids,
+                    micro_part_ids=report.micro_part_ids,
+                    merged_memento_ids=report.merged_memento_ids,
+                    tokens_before=report.tokens_before,
+                    tokens_after=report.tokens_after,
+                    verified=report.verified,
+                    unverified=report.unverified,
+                    usage_tokens=report.usage_tokens,
+                )
+            )
+        elif report.skipped:
+            await ctx.emit(
+                MementoSkippedEvent(session_id=compactor.session_id, reason=report.skipped, tokens=report.tokens_before)
+            )
+        return new, report
+
+    async def _skipped(self, ctx: RunContext[AgentDepsT], reason: str, *, error: BaseException | None = None) -> None:
+        logger.warning('mementograph: %s; continuing with the full context', reason)
+        warnings.warn(f'mementograph: {reason}; continuing with the full context', MementoWarning, stacklevel=2)
+        try:
+            await ctx.emit(
+                MementoSkippedEvent(
+                    session_id=self.resolve_session_id(ctx),
+                    reason=reason,
+                    error=None if error is None else f'{type(error).__name__}: {error}',
+                )
+            )
+        except Exception:  # an event sink failing must not break the run either
+            logger.exception('mementograph: could not emit the skipped event')
+
+    async def before_model_request(
+        self, ctx: RunContext[AgentDepsT], request_context: ModelRequestContext
+    ) -> ModelRequestContext:
+        """Log new messages; past the high-water mark, compact (archive first, then rewrite the history)."""
+        try:
+            compactor = self.compactor(ctx)
+            compactor.sync_log(ctx.messages)
+            tokens = compactor.counter.count_messages(ctx.messages)
+        except Exception as exc:
+            await self._skipped(ctx, f'memory unavailable: {type(exc).__name__}: {exc}', error=exc)
+            return request_context
+        if tokens <= compactor.policy.high_water_tokens:
+            return request_context
+        outcome = await self.compact_now(ctx, trigger='auto')
+        if outcome is not None and outcome[1].changed:
+            request_context = replace(request_context, messages=outcome[0])
+            tokens = outcome[1].tokens_after
+        self._warn_near_limit(ctx, tokens)
+        return request_context
+
+    def _warn_near_limit(self, ctx: RunContext[AgentDepsT], tokens: int) -> None:
+        window = self._window(ctx)
+        if tokens < window * self.hard_limit_fraction or self._state.warned_near_limit:
+            return
+        self._state.warned_near_limit = True
+        notice = (
+            f'Context is at {tokens} of {window} tokens and could not be compacted further. '
+            'Finish the current step concisely; recover archived blocks only when needed.'
+        )
+        try:
+            ctx.enqueue(SystemPromptPart(notice, scope='request'))
+        except Exception:
+            logger.warning('mementograph: %s', notice)
+
+
+def _default_mentions() -> MentionExtractor | None:
+    try:
+        from ..knowledge_graph.entities import mentions_for
+    except ImportError:
+        return None
+    extractor: Callable[..., Any] = mentions_for
+    return extractor

@@ -1,0 +1,43 @@
+"""`BlockInput` -- one block as the compressors and judges see it: its messages, rendered text and size."""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+from dataclasses import dataclass
+
+from pydantic_ai.messages import ModelMessage
+
+from ..._tokens import TokenCounter
+from ._render import Action, block_actions, render_block, text_actions
+
+__all__ = ('BlockInput', 'actions_for')
+
+
+@dataclass(frozen=True)
+class BlockInput:
+    """A block to compress.
+
+    `text` is what compressors and judges read (and what `critical_facts` is computed on); `messages` give the
+    exact structure (tool-call ids) when they are available.
+    """
+
+    messages: tuple[ModelMessage, ...]
+    """The block's messages, exactly as in the history (may be empty for a text-only block)."""
+    text: str
+    """The rendered block (`render_block(messages)`)."""
+    tokens: int
+    """Tokens of the block's messages, as the live context counts them."""
+    context: str = ''
+    """Optional background for LLM compressors and judges (e.g. the task statement); never a source of facts."""
+
+    @classmethod
+    def from_messages(
+        cls, messages: Sequence[ModelMessage], counter: TokenCounter, *, context: str = ''
+    ) -> BlockInput:
+        """Render and count `messages` (the usual way to build a block)."""
+        return cls(tuple(messages), render_block(messages), counter.count_messages(messages), context)
+
+
+def actions_for(block: BlockInput) -> list[Action]:
+    """The block's commands with their outputs: by tool-call id from the messages, else from the text."""
+    return block_actions(block.messages) if block.messages else text_actions(block.text)

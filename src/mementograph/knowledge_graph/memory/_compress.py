@@ -1,0 +1,481 @@
+"""`_compress` -- compressors turn a block into a memento: `ExtractiveCompressor` (no LLM) and `LLMCompressor`.
+
+A memento is plain text, result first, then the block's critical facts verbatim: formulas and values, commands
+with their exit codes and outcomes, files and symbols, errors and tests, then decisions and open items. Section
+labels (`RESULT:`, `COMMANDS:`, ...) are the only words a compressor adds.
+
+Size policy: a memento aims at `target_ratio` of its block's tokens, but **fact retention comes first**: every
+critical fact is included even past the target, up to `max_ratio` of the block (0.5 by default); decisions and
+open items only fill what is left of the target. Each refinement (the judge named what is missing) raises the cap
+to the next of `refine_ratios`, and the facts the judge named are pinned first. A memento is always shorter than
+its block; if a block's facts cannot fit under the cap, the lowest-priority facts (symbols, then files and short
+outputs) are dropped first and the judge will say so.
+"""
+
+from __future__ import annotations
+
+import re
+from collections.abc import Iterator, Sequence
+from dataclasses import dataclass, field
+from typing import Final, Protocol, runtime_checkable
+
+from pydantic import BaseModel, Field
+from pydantic_ai import Agent
+from pydantic_ai.models import KnownModelName, Model
+from pydantic_ai.settings import ModelSettings
+
+from ..._tokens import TokenCounter
+from ._block import BlockInput, actions_for
+from ._facts import Fact, command_facts, critical_facts, fact_present, output_facts
+from ._render import parse_regions
+from ._usage import record_usage
+
+__all__ = (
+    'SECTION_LABELS',
+    'CompressionError',
+    'Compressor',
+    'ExtractiveCompressor',
+    'LLMCompressor',
+    'MementoDraft',
+    'render_draft',
+)
+
+SECTION_LABELS: Final = (
+    'RESULT',
+    'COMMANDS',
+    'FORMULAS',
+    'VALUES',
+    'ERRORS',
+    'TESTS',
+    'FILES',
+    'SYMBOLS',
+    'URLS',
+    'DECISIONS',
+    'OPEN',
+)
+"""The fixed vocabulary a compressor adds to a memento (the judge never counts these words as invented)."""
+
+_INLINE_SEPARATORS: Final = {'FORMULAS': '; ', 'VALUES': ', ', 'FILES': ', ', 'SYMBOLS': '; ', 'URLS': ', '}
+_MAX_RESULT_CHARS: Final = 200
+_FENCE_LINE = re.compile(r'^[ \t]*(?:`{3,}|~{3,})')
+_SENTENCE_END = re.compile(r'(?<=[.!?])\s+')
+_LEADING_LABEL = re.compile(r'^(?:THOUGHT|Thought|REASONING|Reasoning|ANALYSIS)\s*:\s*')
+_DECISION = re.compile(
+    r'\b(?:root cause|the (?:issue|problem|bug|fix|cause) (?:is|was)|because|instead|decided?|confirm(?:s|ed)|'
+    r'verified|works|fixed|resolved)\b',
+    re.IGNORECASE,
+)
+_OPEN = re.compile(r"\b(?:I need to|need to|next|TODO|still|remaining|I will|I'll|Let me|Let's|I should)\b")
+_MISSING_ITEM = re.compile(r'^- (\w+): (.+)$')
+
+
+class CompressionError(RuntimeError):
+    """A compressor could not produce a memento; the block must not be evicted."""
+
+
+@runtime_checkable
+class Compressor(Protocol):
+    """Turns a block into memento text; `feedback` and `previous` are given when refining a judged candidate."""
+
+    name: str
+
+    async def compress(self, block: BlockInput, *, feedback: str | None = None, previous: str | None = None) -> str:
+        """The memento text for `block`."""
+        ...
+
+
+# ----------------------------------------------------------------------------------------------- extractive
+
+
+@dataclass
+class _Item:
+    priority: int
+    """0 pinned (result, facts the judge named), 1 must-keep facts, 2 files/outputs/urls, 3 symbols, 4 prose."""
+    section: str
+    text: str
+    order: int
+    tokens: int
+    parent: int | None = None
+    """Order of the command line this output line belongs to (kept only with it)."""
+
+
+def _sentences(text: str) -> Iterator[str]:
+    """Sentences of prose outside fenced blocks, each a verbatim substring of `text`."""
+    in_fence = False
+    for line in text.splitlines():
+        if _FENCE_LINE.match(line):
+            in_fence = not in_fence
+            continue
+        if in_fence:
+            continue
+        stripped = _LEADING_LABEL.sub('', line.strip())
+        for sentence in _SENTENCE_END.split(stripped):
+            sentence = sentence.strip()
+            if len(sentence.split()) >= 3:
+                yield _cut_words(sentence, _MAX_RESULT_CHARS)
+
+
+def _cut_words(text: str, limit: int) -> str:
+    if len(text) <= limit:
+        return text
+    head = text[:limit]
+    space = head.rfind(' ')
+    return head[:space] if space > limit // 2 else head
+
+
+def _pinned(feedback: str | None) -> set[str]:
+    """Fact texts a judge's feedback names as missing (lines `- kind: text` of its MISSING list)."""
+    if not feedback:
+        return set()
+    pinned: set[str] = set()
+    in_missing = False
+    for line in feedback.splitlines():
+        if line.startswith('MISSING'):
+            in_missing = True
+        elif line.startswith(('INVENTED', 'SIZE', 'RESULT')):
+            in_missing = False
+        elif in_missing:
+            match = _MISSING_ITEM.match(line)
+            if match:
+                text = match.group(2)
+                pinned.add(text)
+                command = re.match(r'`(.+)` -> .*$', text)  # an exit code line names its command
+                if command:
+                    pinned.add(command.group(1))
+    return pinned
+
+
+_KIND_SECTION: Final = {
+    'formula': ('FORMULAS', 1),
+    'number': ('VALUES', 1),
+    'version': ('VALUES', 1),
+    'exit_code': ('VALUES', 1),
+    'error': ('ERRORS', 1),
+    'test': ('TESTS', 1),
+    'command': ('COMMANDS', 1),
+    'output': ('VALUES', 2),
+    'path': ('FILES', 2),
+    'url': ('URLS', 2),
+    'identifier': ('SYMBOLS', 3),
+}
+_KIND_ORDER: Final = ('formula', 'number', 'version', 'exit_code', 'error', 'test', 'command', 'output', 'path', 'url')
+
+
+@dataclass
+class ExtractiveCompressor:
+    """The default compressor: no LLM, deterministic, every word taken verbatim from the block.
+
+    It writes a result line (the first sentence of the last thing the assistant said, plus the last command's
+    error or test outcome), each command with its exit code and the critical lines of its output, then the
+    remaining critical facts grouped by kind, then decision and open-item sentences while the target allows.
+    """
+
+    target_ratio: float = 0.15
+    """Aimed-at memento size as a fraction of the block's tokens (facts may push past it, up to `max_ratio`)."""
+    max_ratio: float = 0.5
+    """Hard cap for the first candidate; facts beyond it are dropped lowest priority first."""
+    refine_ratios: tuple[float, ...] = (0.7, 0.9)
+    """Caps for successive refinements (each must stay below 1.0: a memento is always shorter than its block)."""
+    counter: TokenCounter | None = None
+    """Counts tokens; a default `TokenCounter()` is made on first use."""
+    name: str = 'extractive'
+    """Recorded on each memento (`MementoRecord.compressor`)."""
+
+    def __post_init__(self) -> None:
+        ratios = (self.target_ratio, self.max_ratio, *self.refine_ratios)
+        if not all(0 < ratio < 1 for ratio in ratios) or self.target_ratio > self.max_ratio:
+            raise ValueError(f'ratios must be in (0, 1) with target_ratio <= max_ratio, got {ratios}')
+
+    def _tokens(self, text: str) -> int:
+        if self.counter is None:
+            self.counter = TokenCounter()
+        return self.counter.count_text(text)
+
+    async def compress(self, block: BlockInput, *, feedback: str | None = None, previous: str | None = None) -> str:
+        """Build the memento; when refining, raise the size cap and pin the facts the feedback names."""
+        return self.extract(block, feedback=feedback, previous=previous)
+
+    def extract(self, block: BlockInput, *, feedback: str | None = None, previous: str | None = None) -> str:
+        """Synchronous `compress` (the extractive path never waits on anything)."""
+        block_tokens = block.tokens or self._tokens(block.text)
+        cap = self.max_ratio
+        if feedback is not None:
+            previous_ratio = self._tokens(previous) / block_tokens if previous and block_tokens else self.max_ratio
+            cap = next((ratio for ratio in self.refine_ratios if ratio > previous_ratio + 0.01), max(self.refine_ratios))
+        items = self._items(block, _pinned(feedback))
+        return self._select_and_render(items, block_tokens, cap)
+
+    # -- building --------------------------------------------------------------------------------------------
+
+    def _items(self, block: BlockInput, pinned: set[str]) -> list[_Item]:
+        items: list[_Item] = []
+        covered: list[str] = []
+
+        def add(priority: int, section: str, text: str, parent: int | None = None) -> int:
+            order = len(items)
+            if text in pinned:
+                priority = 0
+            items.append(_Item(priority, section, text, order, self._tokens(text) + 1, parent))
+            covered.append(text)
+            return order
+
+        def is_covered(fact: Fact) -> bool:
+            return fact_present(fact, '\n'.join(covered))
+
+        facts = critical_facts(block.text)
+        actions = actions_for(block)
+        add(0, 'RESULT', self._result_line(block, actions))
+
+        for action in actions:
+            heads = [fact for fact in command_facts(action.command) if fact.kind == 'command']
+            if not heads:
+                continue
+            line = f'$ {heads[0].text}'
+            if action.exit_code is not None:
+                line += f' -> exit {action.exit_code}'
+            elif action.output is None:
+                line += ' -> no output in this block'
+            parent = add(1, 'COMMANDS', line)
+            if action.output is None:
+                continue
+            for fact in output_facts(action.output):
+                if fact.kind == 'exit_code' or is_covered(fact):
+                    continue
+                add(1 if fact.kind in ('error', 'test') else 2, 'COMMANDS', f'  {fact.text}', parent)
+
+        by_kind = {kind: [fact for fact in facts if fact.kind == kind] for kind in (*_KIND_ORDER, 'identifier')}
+        for kind in (*_KIND_ORDER, 'identifier'):
+            section, priority = _KIND_SECTION[kind]
+            for fact in by_kind[kind]:
+                if is_covered(fact):
+                    continue
+                add(priority, section, f'$ {fact.text}' if kind == 'command' else fact.text)
+
+        for sentence in self._decisions(block):
+            if sentence not in covered:
+                add(4, 'DECISIONS', sentence)
+        open_item = self._open_item(block)
+        if open_item is not None and open_item not in covered:
+            add(4, 'OPEN', open_item)
+        return items
+
+    def _result_line(self, block: BlockInput, actions: Sequence[object]) -> str:
+        regions = parse_regions(block.text)
+        sentence: str | None = None
+        for label in ('assistant', 'thinking', 'user', 'system', ''):
+            for region in reversed([region for region in regions if region.label == label]):
+                sentence = next(_sentences(region.text), None)
+                if sentence:
+                    break
+            if sentence:
+                break
+        result = sentence or 'no prose in this block'
+        outcome = self._last_outcome(block)
+        if outcome and outcome not in result:
+            result += f' Last outcome: {outcome}'
+        return result
+
+    def _last_outcome(self, block: BlockInput) -> str | None:
+        for action in reversed(actions_for(block)):
+            if action.output is None:
+                continue
+            salient = [fact.text for fact in output_facts(action.output) if fact.kind in ('error', 'test')]
+            return salient[-1] if salient else None
+        return None
+
+    def _decisions(self, block: BlockInput) -> list[str]:
+        found: list[str] = []
+        for region in parse_regions(block.text):
+            if region.label in ('assistant', 'thinking'):
+                found.extend(s for s in _sentences(region.text) if _DECISION.search(s) and s not in found)
+        return found
+
+    def _open_item(self, block: BlockInput) -> str | None:
+        assistant = [region for region in parse_regions(block.text) if region.label == 'assistant']
+        if not assistant:
+            return None
+        return next((s for s in _sentences(assistant[-1].text) if _OPEN.search(s)), None)
+
+    # -- selecting -------------------------------------------------------------------------------------------
+
+    def _select_and_render(self, items: list[_Item], block_tokens: int, cap_ratio: float) -> str:
+        cap = int(block_tokens * cap_ratio)
+        target = int(block_tokens * self.target_ratio)
+        selected = self._select(items, cap, target)
+        text = _render(items, selected)
+        # the per-item estimate can be off by a few tokens: drop the least important items until the text fits
+        limit = min(cap, block_tokens - 1)
+        ranked = sorted(selected, key=lambda order: (items[order].priority, order))
+        while self._tokens(text) > limit and len(ranked) > 1:
+            dropped = ranked.pop()
+            selected.discard(dropped)
+            selected -= {item.order for item in items if item.parent == dropped}
+            ranked = [order for order in ranked if order in selected]
+            text = _render(items, selected)
+        return text
+
+    def _select(self, items: list[_Item], cap: int, target: int) -> set[int]:
+        selected: set[int] = set()
+        used = 0
+        for item in sorted(items, key=lambda item: (item.priority, item.order)):
+            if item.parent is not None and item.parent not in selected:
+                continue
+            budget = target if item.priority >= 4 else cap
+            if item.priority == 0 or used + item.tokens <= budget:
+                selected.add(item.order)
+                used += item.tokens
+        return selected
+
+
+def _render(items: Sequence[_Item], selected: set[int]) -> str:
+    sections: dict[str, list[str]] = {label: [] for label in SECTION_LABELS}
+    for item in items:
+        if item.order in selected:
+            sections[item.section].append(item.text)
+    lines: list[str] = []
+    for label in SECTION_LABELS:
+        texts = sections[label]
+        if not texts:
+            continue
+        separator = _INLINE_SEPARATORS.get(label)
+        if label == 'RESULT':
+            lines.append(f'RESULT: {" ".join(texts)}')
+        elif separator is not None and all('\n' not in text for text in texts):
+            lines.append(f'{label}: {separator.join(texts)}')
+        else:
+            lines.append(f'{label}:')
+            lines.extend(texts)
+    return '\n'.join(lines)
+
+
+# ----------------------------------------------------------------------------------------------- LLM
+
+
+class MementoDraft(BaseModel):
+    """What an LLM compressor returns; `render_draft` turns it into memento text deterministically."""
+
+    result: str = Field(description='The outcome of the block in one or two sentences: what is now known or done.')
+    formulas_and_values: list[str] = Field(
+        default_factory=list, description='Formulas, numbers with units, versions and values, copied verbatim.'
+    )
+    commands: list[str] = Field(
+        default_factory=list,
+        description='Each command verbatim (first line), then "-> exit N" and its outcome, e.g. the failing test.',
+    )
+    files_and_symbols: list[str] = Field(
+        default_factory=list, description='Paths, URLs and code identifiers touched or found, verbatim.'
+    )
+    errors: list[str] = Field(
+        default_factory=list, description='Error and exception lines and failing tests, verbatim.'
+    )
+    decisions: list[str] = Field(default_factory=list, description='Decisions taken and why, tersely.')
+    open_items: list[str] = Field(default_factory=list, description='What is still open or planned next.')
+
+
+def render_draft(draft: MementoDraft) -> str:
+    """Plain-text memento from a draft: fixed section order and labels, one item per line, empty sections left out."""
+
+    def clean(values: Sequence[str]) -> list[str]:
+        return [value.strip() for value in values if value.strip()]
+
+    lines = [f'RESULT: {" ".join(draft.result.split())}']
+    sections = (
+        ('VALUES', clean(draft.formulas_and_values)),
+        ('COMMANDS', clean(draft.commands)),
+        ('FILES', clean(draft.files_and_symbols)),
+        ('ERRORS', clean(draft.errors)),
+        ('DECISIONS', clean(draft.decisions)),
+        ('OPEN', clean(draft.open_items)),
+    )
+    for label, values in sections:
+        if values:
+            lines.append(f'{label}:')
+            lines.extend(values)
+    return '\n'.join(lines)
+
+
+DEFAULT_COMPRESSOR_INSTRUCTIONS: Final = """\
+You compress one completed block of an agent's working context into a memento. This is state compression, not
+summarization: the agent will continue from your memento alone, without the block.
+Rules:
+- result first: what is now known or done;
+- copy verbatim, never paraphrase: formulas, numbers with units, versions, paths, URLs, code identifiers,
+  commands (first line) with their exit codes ("-> exit N"), error and exception lines, test names and outcomes;
+- every item must come from the block: invent nothing, do not guess values, do not fix typos;
+- no process narrative ("first I looked at ..."): facts, decisions and open items only;
+- plain ASCII text; stay within the token target given with the block.
+"""
+
+
+@dataclass
+class LLMCompressor:
+    """Compresses with any pydantic-ai model, asking for a structured `MementoDraft` (async, one run per call)."""
+
+    model: Model | KnownModelName | str
+    """The model (an instance, or a name like `'openai:gpt-4o-mini'`)."""
+    target_ratio: float = 0.15
+    """Memento size asked for, as a fraction of the block's tokens."""
+    instructions: str = DEFAULT_COMPRESSOR_INSTRUCTIONS
+    """System instructions of the compressing agent."""
+    model_settings: ModelSettings | None = None
+    """Passed to every run (e.g. temperature 0)."""
+    name: str = ''
+    """Recorded on each memento; defaults to `llm:<model name>`."""
+    tokens_spent: int = field(default=0, init=False)
+    """Tokens (input + output) spent by this compressor so far, over all blocks."""
+    _agent: Agent[None, MementoDraft] | None = field(default=None, init=False, repr=False, compare=False)
+
+    def __post_init__(self) -> None:
+        if not 0 < self.target_ratio < 1:
+            raise ValueError(f'target_ratio must be in (0, 1), got {self.target_ratio}')
+        if not self.name:
+            self.name = f'llm:{_model_name(self.model)}'
+
+    def _get_agent(self) -> Agent[None, MementoDraft]:
+        if self._agent is None:
+            self._agent = Agent(
+                self.model,
+                output_type=MementoDraft,
+                instructions=self.instructions,
+                name='memento_compressor',
+                defer_model_check=True,
+            )
+        return self._agent
+
+    async def compress(self, block: BlockInput, *, feedback: str | None = None, previous: str | None = None) -> str:
+        """Run the model once and render its draft.
+
+        Raises:
+            CompressionError: The model failed, or its output did not validate after pydantic-ai's retries.
+        """
+        target = max(16, int(block.tokens * self.target_ratio))
+        prompt = [
+            *([f'<context>\n{block.context}\n</context>'] if block.context else []),
+            f'<block tokens="{block.tokens}">\n{block.text}\n</block>',
+            f'Write the memento for this block in at most {target} tokens.',
+        ]
+        if previous is not None:
+            prompt.append(f'<previous_memento>\n{previous}\n</previous_memento>')
+        if feedback is not None:
+            prompt.append(
+                f'<judge_feedback>\n{feedback}\n</judge_feedback>\n'
+                'Revise the previous memento: add exactly what the feedback names as missing (verbatim from the '
+                'block), remove what it names as invented, keep everything else.'
+            )
+        try:
+            result = await self._get_agent().run('\n\n'.join(prompt), model_settings=self.model_settings)
+        except Exception as exc:
+            raise CompressionError(f'{self.name} failed: {type(exc).__name__}: {exc}') from exc
+        spent = result.usage.total_tokens
+        self.tokens_spent += spent
+        record_usage(spent)
+        text = render_draft(result.output)
+        if not result.output.result.strip():
+            raise CompressionError(f'{self.name} returned a memento without a result')
+        return text
+
+
+def _model_name(model: Model | KnownModelName | str) -> str:
+    if isinstance(model, Model):
+        return model.model_name
+    return str(model)
