@@ -33,15 +33,15 @@ class ScriptedModel:
     steps: int = 12
     extra_calls: list[ToolCallPart] = field(default_factory=list[ToolCallPart])
     """Calls made (in order) after the scripted steps, before the final answer."""
+    made: int = 0
     seen: list[list[ModelMessage]] = field(default_factory=list[list[ModelMessage]])
     tool_names: list[list[str]] = field(default_factory=list[list[str]])
 
     def __call__(self, messages: list[ModelMessage], info: AgentInfo) -> ModelResponse:
         self.seen.append(list(messages))
         self.tool_names.append(sorted(t.name for t in info.function_tools))
-        calls = sum(
-            1 for m in messages if isinstance(m, ModelRequest) for p in m.parts if isinstance(p, ToolReturnPart)
-        )
+        calls = self.made  # its own count: evicted tool returns no longer appear in `messages`
+        self.made += 1
         usage = RequestUsage(input_tokens=sum(len(message_text(m)) // 4 for m in messages), output_tokens=20)
         total_scripted = self.steps * 2
         if calls < total_scripted:

@@ -36,7 +36,7 @@ from ..knowledge_graph import (
 )
 from ..knowledge_graph.memory import BlockInput, MementoEngine, MementoResult, Segment, render_block, segment_blocks
 from ..knowledge_graph.store import GraphStore
-from ._layout import MICRO_METADATA, Slot, StubInfo, layout, make_stub, micro_part_id, stub_info
+from ._layout import MICRO_METADATA, Slot, StubInfo, layout, make_stub, micro_part_id, stub_info, stub_shape
 
 __all__ = ('CompactionPolicy', 'CompactionReport', 'MentionExtractor', 'SessionCompactor', 'Trigger')
 
@@ -336,7 +336,7 @@ class SessionCompactor:
         blocks: list[BlockRecord] = []
         mementos: list[MementoRecord] = []
         mentions: list[Mention] = []
-        stubs: dict[int, tuple[int, ModelMessage]] = {}
+        stubs: dict[int, tuple[int, list[ModelMessage]]] = {}
         saving = 0
         for (segment, log_index), block_input, result in zip(chosen, inputs, results, strict=True):
             live_tokens = self.counter.count_messages(messages[segment.start : segment.end])
@@ -371,8 +371,9 @@ class SessionCompactor:
                 level=1,
                 archived_tokens=block.tokens,
             )
-            stub = make_stub(info, result.text, stamp)
-            saving += live_tokens - self.counter.count_message(stub)
+            live = messages[segment.start : segment.end]
+            stub = make_stub(info, result.text, stamp, stub_shape(live[0], live[-1]))
+            saving += live_tokens - self.counter.count_messages(stub)
             blocks.append(block)
             mementos.append(memento)
             if self.mentions is not None:
@@ -436,18 +437,26 @@ class SessionCompactor:
         stub_slots = [s for s in slots if s.stub is not None]
         if sum(self.counter.count_message(messages[s.index]) for s in stub_slots) <= budget:
             return messages, report
-        run: list[Slot] = []
+        # stubs grouped per memento (a stub may be two messages), then the oldest run of adjacent groups
+        groups: list[list[Slot]] = []
+        runs: list[list[list[Slot]]] = []
         for slot in slots:
-            if slot.stub is not None:
-                run.append(slot)
+            if slot.stub is None:
+                groups = []
                 continue
-            if len(run) >= 2:
-                break
-            run = []
-        if len(run) < 2:
+            if groups and groups[-1][0].stub is not None and groups[-1][0].stub.memento_id == slot.stub.memento_id:
+                groups[-1].append(slot)
+                continue
+            groups.append([slot])
+            if len(groups) == 1:
+                runs.append(groups)
+        run_groups = next((r for r in runs if len(r) >= 2), None)
+        if run_groups is None:
             return messages, replace(report, skipped=(report.skipped or 'mementos over their share, none adjacent'))
-        run = run[: max(2, len(run) // 2 + 1)] if len(run) > 3 else run
-        infos = [slot.stub for slot in run if slot.stub is not None]
+        if len(run_groups) > 3:
+            run_groups = run_groups[: len(run_groups) // 2 + 1]
+        run = [slot for group in run_groups for slot in group]
+        infos = [group[0].stub for group in run_groups if group[0].stub is not None]
         children = [
             self.store.get_memento(info.memento_id, namespace=self.namespace, session_id=self.session_id)
             for info in infos
@@ -497,7 +506,8 @@ class SessionCompactor:
             level=level,
             archived_tokens=sum(i.archived_tokens for i in infos),
         )
-        stub = make_stub(info, result.text, _timestamp(messages[run[0].index]))
+        first, last = messages[run[0].index], messages[run[-1].index]
+        stub = make_stub(info, result.text, _timestamp(first), stub_shape(first, last))
         rewritten = _splice(messages, {run[0].index: (run[-1].index + 1, stub)})
         return rewritten, replace(
             report,
@@ -519,14 +529,14 @@ def _micro_id_of(part: object) -> str | None:
     return None
 
 
-def _splice(messages: list[ModelMessage], stubs: dict[int, tuple[int, ModelMessage]]) -> list[ModelMessage]:
-    """Replace `messages[start:end]` with one stub for each `start: (end, stub)`."""
+def _splice(messages: list[ModelMessage], stubs: dict[int, tuple[int, list[ModelMessage]]]) -> list[ModelMessage]:
+    """Replace `messages[start:end]` with the stub messages for each `start: (end, stub)`."""
     out: list[ModelMessage] = []
     index = 0
     while index < len(messages):
         if index in stubs:
             end, stub = stubs[index]
-            out.append(stub)
+            out.extend(stub)
             index = end
         else:
             out.append(messages[index])
@@ -542,5 +552,3 @@ def decode_log_messages(events: Sequence[SessionEvent]) -> list[ModelMessage]:
             messages.extend(deserialize_messages(event.payload))
     return messages
 
-
-_ = ModelResponse  # re-exported type used in annotations by callers

@@ -12,13 +12,15 @@ from __future__ import annotations
 from collections.abc import Sequence
 from dataclasses import dataclass
 from datetime import datetime
-from typing import Any, Final
+from typing import Any, Final, Literal
 
 from pydantic_ai.messages import (
     BaseToolReturnPart,
     ModelMessage,
     ModelRequest,
+    ModelResponse,
     TextContent,
+    TextPart,
     UserPromptPart,
 )
 
@@ -29,6 +31,7 @@ __all__ = (
     'StubInfo',
     'layout',
     'make_stub',
+    'stub_shape',
     'micro_part_id',
     'stub_info',
 )
@@ -68,17 +71,7 @@ class StubInfo:
         }
 
 
-def stub_info(message: ModelMessage) -> StubInfo | None:
-    """The stub a message is, or `None` for an original message."""
-    if not isinstance(message, ModelRequest) or len(message.parts) != 1:
-        return None
-    part = message.parts[0]
-    if not isinstance(part, UserPromptPart) or isinstance(part.content, str) or len(part.content) != 1:
-        return None
-    item = part.content[0]
-    if not isinstance(item, TextContent) or not isinstance(item.metadata, dict):
-        return None
-    data = item.metadata.get(MEMENTO_METADATA)
+def _info_from(data: object) -> StubInfo | None:
     if not isinstance(data, dict):
         return None
     try:
@@ -94,24 +87,71 @@ def stub_info(message: ModelMessage) -> StubInfo | None:
         return None
 
 
-def make_stub(info: StubInfo, memento_text: str, timestamp: datetime | None) -> ModelRequest:
-    """The message that replaces archived content: deterministic text that names what `recover_block` takes.
+def stub_info(message: ModelMessage) -> StubInfo | None:
+    """The stub a message belongs to, or `None` for an original message."""
+    if isinstance(message, ModelResponse):
+        return _info_from((message.metadata or {}).get(MEMENTO_METADATA))
+    if not message.parts:
+        return None
+    found: StubInfo | None = None
+    for part in message.parts:
+        if not isinstance(part, UserPromptPart) or isinstance(part.content, str) or len(part.content) != 1:
+            return None
+        item = part.content[0]
+        if not isinstance(item, TextContent) or not isinstance(item.metadata, dict):
+            return None
+        found = _info_from(item.metadata.get(MEMENTO_METADATA))
+        if found is None:
+            return None
+    return found
+
+
+StubShape = Literal['request', 'response', 'request-response', 'response-request']
+"""Which messages a stub is made of: it mirrors the first and last message of what it replaces, so the history
+keeps alternating requests and responses and pydantic-ai never merges a stub into its neighbours."""
+
+
+def stub_shape(first: ModelMessage, last: ModelMessage) -> StubShape:
+    """The stub shape that replaces the messages from `first` to `last`."""
+    if isinstance(first, ModelRequest):
+        return 'request' if isinstance(last, ModelRequest) else 'request-response'
+    return 'response' if isinstance(last, ModelResponse) else 'response-request'
+
+
+def make_stub(
+    info: StubInfo, memento_text: str, timestamp: datetime | None, shape: StubShape = 'request'
+) -> list[ModelMessage]:
+    """The messages that replace archived content: deterministic text that names what `recover_block` takes.
 
     No counters or clocks appear in the text, so the same eviction renders the same prompt on every run;
-    the timestamp is the covered content's own (when known), never "now".
+    the timestamp is the covered content's own (when known), never "now". The memento is user-voice text
+    (a `ModelRequest`) when the shape has a request; the response half of a two-message stub is a fixed note
+    (named `mementograph` so pydantic-ai never merges it with a neighbouring response).
     """
     span = f'messages {info.first_message}-{info.last_message}'
     kind = 'memento' if info.level == 1 else f'memento (level {info.level})'
-    header = (
-        f'[{kind} of {span}, {info.archived_tokens} tokens archived; '
-        f'the full text: recover_block("{info.target_id}")]'
-    )
-    content = TextContent(f'{header}\n{memento_text}', metadata=info.to_metadata())
-    if timestamp is None:
-        part = UserPromptPart([content])
-    else:
-        part = UserPromptPart([content], timestamp=timestamp)
-    return ModelRequest(parts=[part], timestamp=timestamp)
+    header = f'[{kind} of {span}, {info.archived_tokens} tokens archived; the full text: recover_block("{info.target_id}")]'
+    metadata = info.to_metadata()
+
+    def request(text: str) -> ModelRequest:
+        content = [TextContent(text, metadata=metadata)]
+        part = UserPromptPart(content) if timestamp is None else UserPromptPart(content, timestamp=timestamp)
+        return ModelRequest(parts=[part], timestamp=timestamp)
+
+    def response(text: str) -> ModelResponse:
+        if timestamp is None:
+            return ModelResponse(parts=[TextPart(text)], model_name='mementograph', metadata=metadata)
+        return ModelResponse(parts=[TextPart(text)], model_name='mementograph', metadata=metadata, timestamp=timestamp)
+
+    full = f'{header}\n{memento_text}'
+    if shape == 'request':
+        return [request(full)]
+    if shape == 'response':
+        return [response(full)]
+    note = f'[{span} archived as {info.target_id}]'
+    if shape == 'request-response':
+        return [request(full), response(note)]
+    return [response(note), request(full)]
 
 
 def micro_part_id(part: object) -> str | None:

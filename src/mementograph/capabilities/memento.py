@@ -20,6 +20,7 @@ from typing import TYPE_CHECKING, Any, Literal
 
 from pydantic_ai import RunContext
 from pydantic_ai.capabilities import AbstractCapability
+from pydantic_ai.capabilities.abstract import WrapRunHandler
 from pydantic_ai.messages import ModelMessage, SystemPromptPart
 from pydantic_ai.tools import AgentDepsT
 from pydantic_ai.toolsets import AbstractToolset
@@ -34,6 +35,7 @@ from ._toolset import MementoToolset
 
 if TYPE_CHECKING:
     from pydantic_ai.models import ModelRequestContext
+    from pydantic_ai.run import AgentRunResult
 
 __all__ = ('MementoCompaction', 'MementoWarning')
 
@@ -299,6 +301,15 @@ class MementoCompaction(AbstractCapability[AgentDepsT]):
             )
         except Exception:  # an event sink failing must not break the run either
             logger.exception('mementograph: could not emit the skipped event')
+
+    async def wrap_run(self, ctx: RunContext[AgentDepsT], *, handler: WrapRunHandler) -> AgentRunResult[Any]:
+        """Log the messages that arrived after the last model request (the final answer)."""
+        result = await handler()
+        try:
+            self.compactor(ctx).sync_log(result.all_messages())
+        except Exception as exc:
+            logger.warning('mementograph: could not log the end of the run: %s: %s', type(exc).__name__, exc)
+        return result
 
     async def before_model_request(
         self, ctx: RunContext[AgentDepsT], request_context: ModelRequestContext

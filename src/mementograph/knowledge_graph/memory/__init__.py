@@ -1,0 +1,64 @@
+"""The memento engine: segmentation, critical facts, compressors, judges and the refine loop."""
+
+from __future__ import annotations
+
+from ._block import BlockInput
+from ._compress import (
+    SECTION_LABELS,
+    CompressionError,
+    Compressor,
+    ExtractiveCompressor,
+    LLMCompressor,
+    MementoDraft,
+    render_draft,
+)
+from ._engine import MementoEngine, MementoResult
+from ._facts import FACT_KINDS, Fact, FactKind, critical_facts, fact_present, fact_retention, missing_facts
+from ._judge import (
+    DIMENSIONS,
+    PASS_SCORE,
+    CombinedJudge,
+    Judge,
+    JudgeDraft,
+    JudgeError,
+    LLMJudge,
+    RubricJudge,
+    Verdict,
+)
+from ._render import render_block
+from ._segment import Segment, segment_blocks
+from ._usage import UsageMeter, usage_meter
+
+__all__ = (
+    'DIMENSIONS',
+    'FACT_KINDS',
+    'PASS_SCORE',
+    'SECTION_LABELS',
+    'BlockInput',
+    'CombinedJudge',
+    'CompressionError',
+    'Compressor',
+    'ExtractiveCompressor',
+    'Fact',
+    'FactKind',
+    'Judge',
+    'JudgeDraft',
+    'JudgeError',
+    'LLMCompressor',
+    'LLMJudge',
+    'MementoDraft',
+    'MementoEngine',
+    'MementoResult',
+    'RubricJudge',
+    'Segment',
+    'UsageMeter',
+    'Verdict',
+    'critical_facts',
+    'fact_present',
+    'fact_retention',
+    'missing_facts',
+    'render_block',
+    'render_draft',
+    'segment_blocks',
+    'usage_meter',
+)

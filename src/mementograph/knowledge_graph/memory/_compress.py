@@ -27,7 +27,7 @@ from pydantic_ai.settings import ModelSettings
 from ..._tokens import TokenCounter
 from ._block import BlockInput, actions_for
 from ._facts import Fact, command_facts, critical_facts, fact_present, output_facts
-from ._render import parse_regions
+from ._render import Action, Region, parse_regions
 from ._usage import record_usage
 
 __all__ = (
@@ -42,6 +42,7 @@ __all__ = (
 
 SECTION_LABELS: Final = (
     'RESULT',
+    'REQUEST',
     'COMMANDS',
     'FORMULAS',
     'VALUES',
@@ -60,12 +61,19 @@ _MAX_RESULT_CHARS: Final = 200
 _FENCE_LINE = re.compile(r'^[ \t]*(?:`{3,}|~{3,})')
 _SENTENCE_END = re.compile(r'(?<=[.!?])\s+')
 _LEADING_LABEL = re.compile(r'^(?:THOUGHT|Thought|REASONING|Reasoning|ANALYSIS)\s*:\s*')
-_DECISION = re.compile(
-    r'\b(?:root cause|the (?:issue|problem|bug|fix|cause) (?:is|was)|because|instead|decided?|confirm(?:s|ed)|'
-    r'verified|works|fixed|resolved)\b',
+_STRONG_DECISION = re.compile(
+    r'\b(?:root cause|the (?:issue|problem|bug|fix|cause|culprit) (?:is|was|should be|lies)|fix(?:ed)? (?:it|this|the)|'
+    r'confirm(?:s|ed)|verified|reproduced|resolved|(?:now )?works)\b',
+    re.IGNORECASE,
+)
+_DECISION = re.compile(r'\b(?:because|instead|decided?|I will|I\'ll|so I|therefore|which means|should)\b', re.IGNORECASE)
+_PLAN = re.compile(
+    r"^(?:Let's|Let me|Lets|Now,? (?:I|let|we)|I will|I'll|I need to|I should|I want to|We need to|Next|First|Then|"
+    r"OK,? let|Okay,? let|To do this)\b",
     re.IGNORECASE,
 )
 _OPEN = re.compile(r"\b(?:I need to|need to|next|TODO|still|remaining|I will|I'll|Let me|Let's|I should)\b")
+PROSE_PRIORITY: Final = 4
 _MISSING_ITEM = re.compile(r'^- (\w+): (.+)$')
 
 
@@ -90,7 +98,8 @@ class Compressor(Protocol):
 @dataclass
 class _Item:
     priority: int
-    """0 pinned (result, facts the judge named), 1 must-keep facts, 2 files/outputs/urls, 3 symbols, 4 prose."""
+    """0 pinned (result, request, facts the judge named), 1 must-keep facts, 2 files/outputs/urls, 3 symbols,
+    4 causes/fixes and the open item, 5 other decisions (4 and 5 only within the target size)."""
     section: str
     text: str
     order: int
@@ -113,6 +122,21 @@ def _sentences(text: str) -> Iterator[str]:
             sentence = sentence.strip()
             if len(sentence.split()) >= 3:
                 yield _cut_words(sentence, _MAX_RESULT_CHARS)
+
+
+def _first_claim(text: str) -> str | None:
+    """The first sentence that states something: not a plan ("Let me ..."), not a lead-in ending with ':'."""
+    return next((s for s in _sentences(text) if not s.endswith(':') and not _PLAN.match(s)), None)
+
+
+def _last_outcome(actions: Sequence[Action]) -> str | None:
+    """The last error or test line of the block's last answered command."""
+    for action in reversed(actions):
+        if action.output is None:
+            continue
+        salient = [fact.text for fact in output_facts(action.output) if fact.kind in ('error', 'test')]
+        return salient[-1] if salient else None
+    return None
 
 
 def _cut_words(text: str, limit: int) -> str:
@@ -154,7 +178,7 @@ _KIND_SECTION: Final = {
     'test': ('TESTS', 1),
     'command': ('COMMANDS', 1),
     'output': ('VALUES', 2),
-    'path': ('FILES', 2),
+    'path': ('FILES', 1),
     'url': ('URLS', 2),
     'identifier': ('SYMBOLS', 3),
 }
@@ -224,18 +248,26 @@ class ExtractiveCompressor:
 
         facts = critical_facts(block.text)
         actions = actions_for(block)
-        add(0, 'RESULT', self._result_line(block, actions))
+        regions = parse_regions(block.text)
+        add(0, 'RESULT', self._result_line(regions, actions))
+        for region in regions:
+            if region.label == 'user':
+                request = _first_claim(region.text)
+                if request is not None and request not in covered:
+                    add(0, 'REQUEST', request)
 
         for action in actions:
-            heads = [fact for fact in command_facts(action.command) if fact.kind == 'command']
-            if not heads:
+            lines = [fact.text for fact in command_facts(action.command) if fact.kind == 'command']
+            if not lines:
                 continue
-            line = f'$ {heads[0].text}'
+            for line in lines[:-1]:
+                add(1, 'COMMANDS', f'$ {line}')
+            last = f'$ {lines[-1]}'
             if action.exit_code is not None:
-                line += f' -> exit {action.exit_code}'
+                last += f' -> exit {action.exit_code}'
             elif action.output is None:
-                line += ' -> no output in this block'
-            parent = add(1, 'COMMANDS', line)
+                last += ' -> no output in this block'
+            parent = add(1, 'COMMANDS', last)
             if action.output is None:
                 continue
             for fact in output_facts(action.output):
@@ -251,47 +283,49 @@ class ExtractiveCompressor:
                     continue
                 add(priority, section, f'$ {fact.text}' if kind == 'command' else fact.text)
 
-        for sentence in self._decisions(block):
-            if sentence not in covered:
-                add(4, 'DECISIONS', sentence)
-        open_item = self._open_item(block)
-        if open_item is not None and open_item not in covered:
-            add(4, 'OPEN', open_item)
+        strong, other = self._decisions(regions)
+        open_item = self._open_item(regions)
+        for priority, sentences in ((4, strong), (4, [open_item] if open_item else []), (5, other)):
+            for sentence in sentences:
+                if sentence not in covered:
+                    add(priority, 'OPEN' if sentence == open_item else 'DECISIONS', sentence)
         return items
 
-    def _result_line(self, block: BlockInput, actions: Sequence[object]) -> str:
-        regions = parse_regions(block.text)
-        sentence: str | None = None
-        for label in ('assistant', 'thinking', 'user', 'system', ''):
-            for region in reversed([region for region in regions if region.label == label]):
-                sentence = next(_sentences(region.text), None)
-                if sentence:
-                    break
-            if sentence:
-                break
+    def _result_line(self, regions: Sequence[Region], actions: Sequence[Action]) -> str:
+        """The first claim of the latest assistant text that states one (not a plan such as "Let me ..."); else
+        of the latest user or system text; plus the last command's error or test outcome."""
+        assistant = [region for region in regions if region.label in ('assistant', 'thinking')]
+        sentence = next((claim for region in reversed(assistant) if (claim := _first_claim(region.text))), None)
+        if sentence is None:
+            sentence = next(
+                (first for region in reversed(assistant) if (first := next(_sentences(region.text), None))), None
+            )
+        if sentence is None:
+            others = [region for region in regions if region.kind == 'prose']
+            sentence = next((claim for region in reversed(others) if (claim := _first_claim(region.text))), None)
         result = sentence or 'no prose in this block'
-        outcome = self._last_outcome(block)
+        outcome = _last_outcome(actions)
         if outcome and outcome not in result:
             result += f' Last outcome: {outcome}'
         return result
 
-    def _last_outcome(self, block: BlockInput) -> str | None:
-        for action in reversed(actions_for(block)):
-            if action.output is None:
+    def _decisions(self, regions: Sequence[Region]) -> tuple[list[str], list[str]]:
+        """Sentences of the assistant that state a cause, a fix or a confirmation (strong), or a choice (other)."""
+        strong: list[str] = []
+        other: list[str] = []
+        for region in regions:
+            if region.label not in ('assistant', 'thinking'):
                 continue
-            salient = [fact.text for fact in output_facts(action.output) if fact.kind in ('error', 'test')]
-            return salient[-1] if salient else None
-        return None
+            for sentence in _sentences(region.text):
+                if _STRONG_DECISION.search(sentence) and sentence not in strong:
+                    strong.append(sentence)
+                elif _DECISION.search(sentence) and sentence not in other:
+                    other.append(sentence)
+        return strong, other
 
-    def _decisions(self, block: BlockInput) -> list[str]:
-        found: list[str] = []
-        for region in parse_regions(block.text):
-            if region.label in ('assistant', 'thinking'):
-                found.extend(s for s in _sentences(region.text) if _DECISION.search(s) and s not in found)
-        return found
-
-    def _open_item(self, block: BlockInput) -> str | None:
-        assistant = [region for region in parse_regions(block.text) if region.label == 'assistant']
+    def _open_item(self, regions: Sequence[Region]) -> str | None:
+        """What the assistant said it would do next, in its latest text."""
+        assistant = [region for region in regions if region.label == 'assistant']
         if not assistant:
             return None
         return next((s for s in _sentences(assistant[-1].text) if _OPEN.search(s)), None)
@@ -320,7 +354,7 @@ class ExtractiveCompressor:
         for item in sorted(items, key=lambda item: (item.priority, item.order)):
             if item.parent is not None and item.parent not in selected:
                 continue
-            budget = target if item.priority >= 4 else cap
+            budget = target if item.priority >= PROSE_PRIORITY else cap
             if item.priority == 0 or used + item.tokens <= budget:
                 selected.add(item.order)
                 used += item.tokens

@@ -83,6 +83,7 @@ __all__ = (
     'missing_facts',
     'output_facts',
     'prose_facts',
+    'shell_lines',
 )
 
 FactKind = Literal[
@@ -107,6 +108,7 @@ SHORT_OUTPUT_LINES: Final = 3
 SHORT_OUTPUT_CHARS: Final = 300
 MAX_ERROR_LINES: Final = 8
 MAX_TEST_LINES: Final = 10
+MAX_COMMAND_LINES: Final = 5
 TAIL_LINES: Final = 5
 
 
@@ -133,13 +135,20 @@ _PATH = re.compile(
     r')(?![\w/-])'
 )
 _KNOWN_EXT = re.compile(rf'\.(?:{_EXTENSIONS})$')
-_VERSION = re.compile(r'(?<![\w.])(?:(?:==|>=|<=|~=|!=)\s*\d+(?:\.\d+)+|v?\d+\.\d+\.\d+(?:[.-]?(?:a|b|rc|dev|post)\d*)?)(?![\w.])')
+_VERSION = re.compile(
+    r'(?<![\w.])(?:[A-Za-z][\w.-]*\s*(?:==|>=|<=|~=|!=)\s*\d+(?:\.\d+)*|v?\d+\.\d+\.\d+(?:[.-]?(?:a|b|rc|dev|post)\d*)?)'
+    r'(?![\w.]\w|\w)'
+)
 _UNITS = (
     r'%|ms|µs|us|ns|s|sec|secs|seconds?|mins?|minutes?|h|hrs?|hours?|days?|[KMGT]i?B|bytes?|px|pt|em|Hz|kHz|MHz|GHz|'
     r'°C|°F|K|mm|cm|m|km|mg|kg|g|x'
 )
 _NUMBER = re.compile(
     r'(?<![\w./-])(-?\d+(?:\.\d+)?(?:[eE][-+]?\d+)?)(\s?(?:' + _UNITS + r'))?(?![\w.]\w|\w)',
+)
+_DATETIME = re.compile(
+    r'(?<![\w.:-])(?:\d{4}-\d{2}-\d{2}(?:[ T]\d{1,2}:\d{2}(?::\d{2}(?:\.\d+)?)?(?:Z|[+-]\d{2}:?\d{2})?)?|'
+    r'\d{1,2}:\d{2}(?::\d{2}(?:\.\d+)?)?)(?![\w.:-]\w|\w)'
 )
 _EXCEPTION_NAME = re.compile(r'\b(?:[a-z_]\w*\.)*[A-Z]\w*(?:Error|Exception)\b')
 _TEST_NAME = re.compile(r'\btest_\w+')
@@ -175,7 +184,7 @@ _EXCEPTION_LINE = re.compile(
 _ERROR_PREFIX = re.compile(r'^(?:error|fatal|ERROR|Error|FATAL)(?:\[\w+\])?:\s*\S')
 _SHELL_FAILURE = re.compile(
     r'command not found|No such file or directory|Permission denied|unterminated|Segmentation fault|'
-    r'syntax error|cannot access|not a git repository'
+    r'syntax error|cannot access|not a git repository|timed out|Killed'
 )
 _PYTEST_FAILED = re.compile(r'^((?:FAILED|ERROR) [\w./\[\]-]+(?:::[^\s]+)?)')
 _UNITTEST_FAILED = re.compile(r'^((?:FAIL|ERROR): \w+ \([\w.]+\))')
@@ -224,13 +233,32 @@ def _path_like(text: str) -> bool:
     match = _PATH.fullmatch(text)
     if not match or not re.search(r'[A-Za-z]', text):
         return False
-    return bool(_KNOWN_EXT.search(text)) or text.count('/') >= 2 or text.startswith(('/', './', '../', '~/'))
+    if text.startswith(('/', './', '../', '~/')):
+        return True
+    names = [part for part in text.split('/') if part]
+    named_file = bool(_KNOWN_EXT.search(text)) and (
+        len(names[-1].split('.')[0]) >= 2 or any(len(part) >= 2 for part in names[:-1])
+    )
+    if text.count('/') >= 2:
+        return named_file or all(len(part) >= 2 for part in names)
+    return named_file
+
+
+def _directory_like(span: str) -> bool:
+    """A quoted directory such as `astropy/table`: slash-separated names of two or more characters each."""
+    parts = [part for part in span.strip('/').split('/') if part not in ('', '.', '..', '~')]
+    return (
+        '/' in span
+        and len(parts) >= 2
+        and all(re.fullmatch(r'[\w.@+-]{2,}', part) for part in parts)
+        and bool(re.search('[A-Za-z]', span))
+    )
 
 
 def _classify_span(span: str) -> FactKind:
     if _URL.fullmatch(span):
         return 'url'
-    if _path_like(span) or (re.fullmatch(r'[\w.@~+-]*(?:/[\w.@+-]+)+/?', span) and re.search('[A-Za-z]', span)):
+    if _path_like(span) or _directory_like(span):
         return 'path'
     if _VERSION.fullmatch(span):
         return 'version'
@@ -263,27 +291,57 @@ def _fences(text: str) -> Iterator[tuple[int, int, str, str]]:
         pos = close.end()
 
 
-def _first_command_line(command: str) -> str | None:
-    for line in command.splitlines():
-        stripped = line.strip()
-        if stripped and not stripped.startswith('#'):
-            return stripped
-    return None
+def _quote_state(line: str, state: str) -> str:
+    """Track shell quoting across a line: `state` is '', "'" or '"' (the quote open at the line's start)."""
+    escaped = False
+    previous = ' '
+    for char in line:
+        if escaped:
+            escaped = False
+        elif char == '\\' and state != "'":
+            escaped = True
+        elif state:
+            if char == state:
+                state = ''
+        elif char in '\'"':
+            state = char
+        elif char == '#' and previous.isspace():
+            break  # a comment: quotes after it do not count
+        previous = char
+    return state
 
 
-def _command_lines_outside_heredocs(command: str) -> Iterator[str]:
+def shell_lines(command: str) -> list[str]:
+    """The lines of a command that the shell reads as commands: not comments, not heredoc bodies, not the inside
+    of a multi-line quoted argument (a `python -c "..."` script). Stripped, in order."""
     lines = command.splitlines()
+    found: list[str] = []
+    state = ''
     index = 0
     while index < len(lines):
         line = lines[index]
-        yield line
-        heredoc = _HEREDOC.search(line)
         index += 1
-        if heredoc:
+        at_shell_level = not state
+        state = _quote_state(line, state)
+        stripped = line.strip()
+        if not at_shell_level or not stripped or stripped.startswith('#'):
+            continue
+        found.append(stripped)
+        heredoc = _HEREDOC.search(line)
+        if heredoc and not state:
             delimiter = heredoc.group(2)
             while index < len(lines) and lines[index].strip() != delimiter:
                 index += 1
             index += 1
+    return found
+
+
+def _command_lines_into(command: str, collector: _Collector) -> None:
+    lines = shell_lines(command)
+    for line in lines[:MAX_COMMAND_LINES]:
+        collector.add(line, 'command')
+    for line in lines:
+        _paths_in(line, collector)
 
 
 def _paths_in(text: str, collector: _Collector) -> None:
@@ -300,9 +358,7 @@ def _prose_into(text: str, collector: _Collector) -> None:
     text = _HTML_COMMENT.sub(lambda m: ' ' * len(m.group(0)), text)
     for start, end, language, body in list(_fences(text)):
         if language in _SHELL_LANGS:
-            head = _first_command_line(body)
-            if head:
-                collector.add(head, 'command')
+            _command_lines_into(body, collector)
         else:
             _salient_into(body, collector, whole=True)
         text = _mask(text, start, end)
@@ -328,6 +384,9 @@ def _prose_into(text: str, collector: _Collector) -> None:
             text = _mask(text, match.start(1), match.start(1) + len(candidate))
     for match in _VERSION.finditer(text):
         collector.add(match.group(0), 'version')
+        text = _mask(text, match.start(), match.end())
+    for match in _DATETIME.finditer(text):
+        collector.add(match.group(0), 'number')
         text = _mask(text, match.start(), match.end())
     for match in _EXCEPTION_NAME.finditer(text):
         collector.add(match.group(0), 'error')
@@ -406,11 +465,7 @@ def _output_into(text: str, collector: _Collector) -> None:
 
 
 def _command_into(command: str, collector: _Collector) -> None:
-    head = _first_command_line(command)
-    if head:
-        collector.add(head, 'command')
-    for line in _command_lines_outside_heredocs(command):
-        _paths_in(line, collector)
+    _command_lines_into(command, collector)
 
 
 def _region_into(region: Region, collector: _Collector) -> None:

@@ -81,6 +81,9 @@ class _Unit:
     """Holds a completed action/observation pair."""
     turn_end: bool
     """Ends with a model response that neither calls a tool nor issues a text-protocol action."""
+    closed: bool
+    """Ended because nothing was left open (no unanswered call, pending action or open fence), not because the
+    history ran out."""
 
 
 def _prose_fence_count(message: ModelMessage) -> int:
@@ -142,6 +145,7 @@ def _units(messages: Sequence[ModelMessage], counter: TokenCounter) -> list[_Uni
         fence_open = False
         awaiting_observation = False
         pair = False
+        closed = False
         while index < count:
             message = messages[index]
             if awaiting_observation and _is_observation_request(message):
@@ -162,6 +166,7 @@ def _units(messages: Sequence[ModelMessage], counter: TokenCounter) -> list[_Uni
             ):
                 awaiting_observation = True
             if not open_calls and not fence_open and not awaiting_observation:
+                closed = True
                 break
         chunk = messages[start:index]
         last = chunk[-1]
@@ -174,6 +179,7 @@ def _units(messages: Sequence[ModelMessage], counter: TokenCounter) -> list[_Uni
                 user_turn=_starts_user_turn(chunk[0]),
                 pair=pair,
                 turn_end=isinstance(last, ModelResponse) and not tool_call_ids(last) and _text_action(last) is None,
+                closed=closed,
             )
         )
     return units
@@ -236,7 +242,7 @@ def segment_blocks(
                 cut = end
                 break
             if tokens + following.tokens > max_tokens:
-                cut = _best_cut(units, start, end, scores + [score], min_tokens)
+                cut = _best_cut(units, start, end, [*scores, score], min_tokens)
                 break
             scores.append(score)
             tokens += following.tokens
@@ -253,7 +259,8 @@ def segment_blocks(
         chunk_units = units[first:last]
         tokens = sum(unit.tokens for unit in chunk_units)
         is_tail = number == len(blocks) - 1
-        complete = not is_tail or (tokens >= min_tokens and chunk_units[-1].turn_end)
+        last_unit = chunk_units[-1]
+        complete = not is_tail or (tokens >= min_tokens and last_unit.turn_end and last_unit.closed)
         segments.append(Segment(chunk_units[0].start, chunk_units[-1].end, tokens, complete))
     return segments
 
