@@ -237,6 +237,8 @@ class MementoCompaction(AbstractCapability[AgentDepsT]):
             micro_min_tokens=self.micro_min_tokens,
             keep_recent_messages=self.keep_recent_messages,
             memento_share=self.memento_share,
+            # blocks small enough that the protected tail (the current block) never takes much of the budget
+            max_block_tokens=max(400, min(4_000, high // 4)),
         )
 
     async def compact_now(

@@ -48,6 +48,9 @@ def main(argv: Sequence[str] | None = None) -> int:
     except (StoreError, TokenizerUnavailableError, ValueError, OSError) as exc:
         print(f'mementograph: error: {exc}', file=sys.stderr)
         return 1
+    except BrokenPipeError:  # e.g. `| head`: the reader is gone, nothing to report
+        sys.stderr.close()
+        return 141
     except KeyboardInterrupt:
         print('mementograph: interrupted', file=sys.stderr)
         return 130

@@ -9,6 +9,8 @@ from dataclasses import asdict
 from pathlib import Path
 from typing import Any
 
+from .._messages import deserialize_messages
+from ..knowledge_graph.memory import render_block
 from ..knowledge_graph.store import GraphStore
 from ._common import CliError, add_store_options, emit, store_from
 
@@ -79,11 +81,29 @@ def export_records(store: GraphStore, namespace: str, session_id: str | None) ->
     return records
 
 
+def event_records(store: GraphStore, namespace: str, session_id: str | None) -> list[dict[str, Any]]:
+    """The session log(s) as JSON-ready objects, in order: messages exactly, compactions with their blocks."""
+    sessions = [session_id] if session_id else [s.id for s in store.list_sessions(namespace=namespace)]
+    records: list[dict[str, Any]] = []
+    for sid in sessions:
+        for event in store.read_events(sid, namespace=namespace):
+            record: dict[str, Any] = {'session_id': sid, 'seq': event.seq, 'kind': event.kind}
+            if event.kind == 'message':
+                record |= {'message_index': event.message_index, 'sha256': event.sha256, 'message': json.loads(event.payload)[0]}
+            else:
+                record |= {'block_ids': list(event.block_ids), 'report': json.loads(event.payload)}
+            records.append(record)
+    return records
+
+
 def _export(args: argparse.Namespace) -> int:
     if not args.jsonl:
         raise CliError('choose an export format: --jsonl', code=2)
     with store_from(args) as store:
-        records = export_records(store, args.namespace, args.session)
+        if args.events:
+            records = event_records(store, args.namespace, args.session)
+        else:
+            records = export_records(store, args.namespace, args.session)
     out = sys.stdout if args.output in (None, '-') else Path(args.output).open('w', encoding='utf-8')
     try:
         for record in records:
@@ -93,6 +113,30 @@ def _export(args: argparse.Namespace) -> int:
             out.close()
     if out is not sys.stdout:
         print(f'wrote {len(records)} blocks to {args.output}', file=sys.stderr)
+    return 0
+
+
+def _transcript(args: argparse.Namespace) -> int:
+    with store_from(args) as store:
+        events = store.read_events(args.session, namespace=args.namespace)
+    if not events:
+        raise CliError(f'no session {args.session!r} in namespace {args.namespace!r} (see `mementograph stats`)', code=3)
+    messages = [message for event in events if event.kind == 'message' for message in deserialize_messages(event.payload)]
+    if args.json:
+        data = [json.loads(event.payload)[0] for event in events if event.kind == 'message']
+        emit(args, data, '')
+        return 0
+    lines: list[str] = []
+    position = 0
+    for event in events:
+        if event.kind == 'message':
+            lines.append(f'--- message {event.message_index} ---')
+            lines.append(render_block([messages[position]]))
+            position += 1
+        else:
+            report = json.loads(event.payload)
+            lines.append(f'=== {event.kind} compaction: {", ".join(event.block_ids) or "-"} ({report.get("tokens_before", "?")} -> {report.get("tokens_after", "?")} tokens) ===')
+    sys.stdout.write('\n'.join(lines) + '\n')
     return 0
 
 
@@ -110,9 +154,17 @@ def register(commands: argparse._SubParsersAction[argparse.ArgumentParser]) -> N
     recover.add_argument('--raw', action='store_true', help='print the archived pydantic-ai JSON bytes exactly')
     recover.set_defaults(func=_recover)
 
+    transcript = commands.add_parser(
+        'transcript', help='rebuild a whole session, in order, from its log (compactions marked where they happened)'
+    )
+    add_store_options(transcript)
+    transcript.add_argument('--session', required=True, help='the session id (see `mementograph stats`/`export`)')
+    transcript.set_defaults(func=_transcript)
+
     export = commands.add_parser('export', help='write evicted blocks (and mementos, entities, pages) as JSON lines')
     add_store_options(export, json_flag=False)
     export.add_argument('--jsonl', action='store_true', help='one JSON object per evicted block')
     export.add_argument('--session', help='only this session')
+    export.add_argument('--events', action='store_true', help='write the session event log instead of the blocks')
     export.add_argument('-o', '--output', help='file to write (default: stdout)')
     export.set_defaults(func=_export)
