@@ -28,11 +28,16 @@ import asyncio
 import json
 import os
 import platform
+import re
 import statistics
 import sys
 import time
 from dataclasses import asdict, dataclass
 from pathlib import Path
+from typing import TYPE_CHECKING
+
+if TYPE_CHECKING:
+    from mementograph._tokens import TokenCounter
 
 REPO = Path(__file__).resolve().parents[2]
 
@@ -54,6 +59,27 @@ class BlockRow:
     ms: float
     baseline_ms: float
     feedback: str
+    rejects_dropped_exit_code: bool | None
+    rejects_invented_path: bool
+    truncation_passes: bool
+    truncation_retention: float
+
+
+def _corruptions(memento: str, block_text: str, tokens: int, counter: TokenCounter) -> tuple[str | None, str, str]:
+    """Three mementos the judge must not pass: the memento with its first exit code removed (None when it has
+    none), the memento plus an invented path, and the naive baseline -- the block's head cut to the memento's size."""
+    match = re.search(r' -> exit -?\d+', memento)
+    dropped = None if match is None else memento[: match.start()] + memento[match.end() :]
+    invented = memento + '\nFILES: src/zz_invented_module/helpers_v2.py'
+    words = block_text.split(' ')
+    low, high = 0, len(words)
+    while low < high:  # the longest head of the block within the memento's token count
+        middle = (low + high + 1) // 2
+        if counter.count_text(' '.join(words[:middle])) <= tokens:
+            low = middle
+        else:
+            high = middle - 1
+    return dropped, invented, 'RESULT: ' + ' '.join(words[:low])
 
 
 def _data_dir(arg: str | None) -> Path:
@@ -79,6 +105,7 @@ async def _run(args: argparse.Namespace, data: Path) -> dict[str, object]:
         ExtractiveCompressor,
         MementoEngine,
         RubricJudge,
+        fact_retention,
         segment_blocks,
     )
 
@@ -111,6 +138,10 @@ async def _run(args: argparse.Namespace, data: Path) -> dict[str, object]:
             started = time.perf_counter()
             result = await engine.make_memento(block)
             elapsed = time.perf_counter() - started
+            dropped, invented, truncated = _corruptions(result.text, block.text, result.tokens, counter)
+            judge = engine.judge
+            assert isinstance(judge, RubricJudge)
+            truncated_verdict = judge.check(block, truncated)
             rows.append(
                 BlockRow(
                     trajectory=file.name.removesuffix('.traj.json'),
@@ -128,18 +159,21 @@ async def _run(args: argparse.Namespace, data: Path) -> dict[str, object]:
                     ms=elapsed * 1000,
                     baseline_ms=baseline * 1000,
                     feedback=result.feedback,
+                    rejects_dropped_exit_code=None if dropped is None else not judge.check(block, dropped).passed,
+                    rejects_invented_path=not judge.check(block, invented).passed,
+                    truncation_passes=truncated_verdict.passed,
+                    truncation_retention=fact_retention(block.text, truncated),
                 )
             )
     total = len(rows)
-    acceptance = {
-        str(k): sum(1 for row in rows if row.verified and row.iterations <= k) / total for k in (0, 1, 2)
-    }
+    acceptance = {str(k): sum(1 for row in rows if row.verified and row.iterations <= k) / total for k in (0, 1, 2)}
     facts_total = sum(row.facts_total for row in rows)
     facts_kept = sum(row.facts_kept for row in rows)
     ratios = [row.ratio for row in rows]
     times = [row.ms for row in rows]
     slowdowns = [row.ms / row.baseline_ms for row in rows if row.baseline_ms > 0]
     q1, median_ratio, q3 = _quantiles(ratios)
+    with_exit = [row for row in rows if row.rejects_dropped_exit_code is not None]
     summary: dict[str, object] = {
         'trajectories': len(files),
         'blocks': total,
@@ -158,6 +192,12 @@ async def _run(args: argparse.Namespace, data: Path) -> dict[str, object]:
         'compress_judge_ms_p90': statistics.quantiles(times, n=10)[-1] if len(times) > 1 else times[0],
         'compress_judge_vs_tokenize_median': statistics.median(slowdowns) if slowdowns else None,
         'segment_ms_per_trajectory_median': statistics.median(segment_ms),
+        'judge_rejects_dropped_exit_code': sum(1 for row in with_exit if row.rejects_dropped_exit_code) / len(with_exit)
+        if with_exit
+        else None,
+        'judge_rejects_invented_path': sum(1 for row in rows if row.rejects_invented_path) / total,
+        'truncation_baseline_pass_rate': sum(1 for row in rows if row.truncation_passes) / total,
+        'truncation_baseline_fact_retention_mean': statistics.mean(row.truncation_retention for row in rows),
         'targets': {
             'acceptance_within_2': acceptance['2'] >= 0.95,
             'fact_retention': (facts_kept / facts_total if facts_total else 1.0) >= 0.98,
@@ -222,10 +262,21 @@ def _print(report: dict[str, object]) -> None:
             f'{summary["ratio_median"]:.3f} [{summary["ratio_q1"]:.3f}, {summary["ratio_q3"]:.3f}]',
             '<= 0.20',
         ),
-        ('compress+judge ms/block, median (p90)', f'{summary["compress_judge_ms_median"]:.1f} '
-         f'({summary["compress_judge_ms_p90"]:.1f})', ''),
+        (
+            'compress+judge ms/block, median (p90)',
+            f'{summary["compress_judge_ms_median"]:.1f} ({summary["compress_judge_ms_p90"]:.1f})',
+            '',
+        ),
         ('  x tokenizing the block once (median)', f'{summary["compress_judge_vs_tokenize_median"]:.1f}x', ''),
         ('segmentation ms/trajectory (median)', f'{summary["segment_ms_per_trajectory_median"]:.1f}', ''),
+        ('judge rejects: exit code dropped', f'{summary["judge_rejects_dropped_exit_code"]:.1%}', '100%'),
+        ('judge rejects: invented path added', f'{summary["judge_rejects_invented_path"]:.1%}', '100%'),
+        ('baseline: head truncation, same size, passes', f'{summary["truncation_baseline_pass_rate"]:.1%}', ''),
+        (
+            'baseline: head truncation, fact retention (mean)',
+            f'{summary["truncation_baseline_fact_retention_mean"]:.1%}',
+            '',
+        ),
     ]
     width = max(len(name) for name, _, _ in rows)
     value_width = max(len(value) for _, value, _ in rows)

@@ -142,9 +142,11 @@ def messages_from_chat(
     pending_bash: str | None = None  # tool_call_id of a bash action awaiting its observation
     call_names: dict[str, str] = {}
 
-    def flush(index: int) -> None:
+    def flush() -> None:
         if pending_request:
-            messages.append(ModelRequest(parts=list(pending_request), timestamp=_stamp(index)))
+            first = pending_request[0]
+            stamp = first.timestamp if isinstance(first, SystemPromptPart | UserPromptPart | ToolReturnPart) else None
+            messages.append(ModelRequest(parts=list(pending_request), timestamp=stamp))
             pending_request.clear()
 
     for index, raw in enumerate(chat):
@@ -171,7 +173,7 @@ def messages_from_chat(
             tool_name = name if isinstance(name, str) and name else call_names.get(call_id, 'tool')
             pending_request.append(ToolReturnPart(tool_name, content, tool_call_id=call_id, timestamp=stamp))
         elif role == 'assistant':
-            flush(index)
+            flush()
             if pending_bash is not None:  # an action that was never answered stays a call without a return
                 pending_bash = None
             parts: list[ModelResponsePart] = []
@@ -193,7 +195,7 @@ def messages_from_chat(
             messages.append(ModelResponse(parts=parts or [TextPart('')], timestamp=stamp, model_name='transcript'))
         else:
             raise TranscriptError(f'{where}: unknown role {role!r}')
-    flush(len(chat))
+    flush()
     return messages
 
 

@@ -13,7 +13,7 @@ from mementograph import MementoCompaction, MementoWarning, create_agent, open_s
 from mementograph._messages import deserialize_messages, message_text, serialize_messages
 from mementograph._tokens import TokenCounter
 from mementograph.capabilities._layout import stub_info
-from mementograph.knowledge_graph.memory import BlockInput
+from mementograph.knowledge_graph.memory import BlockInput, render_block
 from mementograph.knowledge_graph.store import GraphStore
 from tests.scripted import ScriptedModel, is_original, scripted_agent, stub_texts
 
@@ -83,7 +83,7 @@ async def test_model_can_recover_an_evicted_block(store: GraphStore) -> None:
     returns = [p for m in second.new_messages() for p in getattr(m, 'parts', []) if isinstance(p, ToolReturnPart)]
     recovered = next(p for p in returns if p.tool_name == 'recover_block')
     assert 'sha256 verified' in str(recovered.content)
-    original_text = store.recover_block(block.id, session_id='s2').record.text
+    original_text = render_block(store.recover_block(block.id, session_id='s2').messages)
     assert original_text.splitlines()[1] in str(recovered.content)
 
 

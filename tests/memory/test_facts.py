@@ -87,7 +87,10 @@ def test_short_output_lines_are_values() -> None:
 
 def test_text_protocol_observation_is_output() -> None:
     block = render_block(
-        [say('THOUGHT: check\n\n```bash\nls -la /srv/data\n```'), user('<returncode>2</returncode><output>\nls: x\n</output>')]
+        [
+            say('THOUGHT: check\n\n```bash\nls -la /srv/data\n```'),
+            user('<returncode>2</returncode><output>\nls: x\n</output>'),
+        ]
     )
     facts = kinds(block)
     assert facts['ls -la /srv/data'] == 'command'

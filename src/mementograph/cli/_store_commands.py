@@ -47,7 +47,7 @@ def _recover(args: argparse.Namespace) -> int:
         return 0
     header = f'block {record.id}  session {record.session_id}  messages {record.first_message}-{record.last_message}'
     header += f'  sha256 {record.sha256} (verified)'
-    emit(args, data, header + '\n\n' + record.text if record.text else header)
+    emit(args, data, header + '\n\n' + render_block(recovered.messages))
     return 0
 
 

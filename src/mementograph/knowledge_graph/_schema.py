@@ -96,7 +96,8 @@ class BlockRecord:
     messages_json: bytes
     kind: BlockKind = 'block'
     text: str = ''
-    """Plain-text rendering used for full-text search (derived; never used for recovery)."""
+    """Plain-text rendering for full-text search: derived from the messages, never used for recovery; a backend
+    may leave it unstored and read it back empty (the embedded store indexes from the messages themselves)."""
     started_at: str | None = None
     """ISO-8601 time of the block's first message, when known (time-range recall)."""
 

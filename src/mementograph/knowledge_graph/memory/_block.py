@@ -31,9 +31,7 @@ class BlockInput:
     """Optional background for LLM compressors and judges (e.g. the task statement); never a source of facts."""
 
     @classmethod
-    def from_messages(
-        cls, messages: Sequence[ModelMessage], counter: TokenCounter, *, context: str = ''
-    ) -> BlockInput:
+    def from_messages(cls, messages: Sequence[ModelMessage], counter: TokenCounter, *, context: str = '') -> BlockInput:
         """Render and count `messages` (the usual way to build a block)."""
         return cls(tuple(messages), render_block(messages), counter.count_messages(messages), context)
 

@@ -8,8 +8,8 @@ Size policy: a memento aims at `target_ratio` of its block's tokens, but **fact 
 critical fact is included even past the target, up to `max_ratio` of the block (0.5 by default); decisions and
 open items only fill what is left of the target. Each refinement (the judge named what is missing) raises the cap
 to the next of `refine_ratios`, and the facts the judge named are pinned first. A memento is always shorter than
-its block; if a block's facts cannot fit under the cap, the lowest-priority facts (symbols, then files and short
-outputs) are dropped first and the judge will say so.
+its block; if a block's facts cannot fit under the cap, the lowest-priority facts (symbols, then short outputs and
+URLs) are dropped first and the judge will say so.
 """
 
 from __future__ import annotations
@@ -43,14 +43,14 @@ __all__ = (
 SECTION_LABELS: Final = (
     'RESULT',
     'REQUEST',
-    'COMMANDS',
     'FORMULAS',
     'VALUES',
-    'ERRORS',
-    'TESTS',
+    'COMMANDS',
     'FILES',
     'SYMBOLS',
     'URLS',
+    'ERRORS',
+    'TESTS',
     'DECISIONS',
     'OPEN',
 )
@@ -59,6 +59,7 @@ SECTION_LABELS: Final = (
 _INLINE_SEPARATORS: Final = {'FORMULAS': '; ', 'VALUES': ', ', 'FILES': ', ', 'SYMBOLS': '; ', 'URLS': ', '}
 _MAX_RESULT_CHARS: Final = 200
 _FENCE_LINE = re.compile(r'^[ \t]*(?:`{3,}|~{3,})')
+_HTML_COMMENT = re.compile(r'<!--.*?(?:-->|$)', re.DOTALL)
 _SENTENCE_END = re.compile(r'(?<=[.!?])\s+')
 _LEADING_LABEL = re.compile(r'^(?:THOUGHT|Thought|REASONING|Reasoning|ANALYSIS)\s*:\s*')
 _STRONG_DECISION = re.compile(
@@ -66,10 +67,12 @@ _STRONG_DECISION = re.compile(
     r'confirm(?:s|ed)|verified|reproduced|resolved|(?:now )?works)\b',
     re.IGNORECASE,
 )
-_DECISION = re.compile(r'\b(?:because|instead|decided?|I will|I\'ll|so I|therefore|which means|should)\b', re.IGNORECASE)
+_DECISION = re.compile(
+    r'\b(?:because|instead|decided?|I will|I\'ll|so I|therefore|which means|should)\b', re.IGNORECASE
+)
 _PLAN = re.compile(
     r"^(?:Let's|Let me|Lets|Now,? (?:I|let|we)|I will|I'll|I need to|I should|I want to|We need to|Next|First|Then|"
-    r"OK,? let|Okay,? let|To do this)\b",
+    r'OK,? let|Okay,? let|To do this)\b',
     re.IGNORECASE,
 )
 _OPEN = re.compile(r"\b(?:I need to|need to|next|TODO|still|remaining|I will|I'll|Let me|Let's|I should)\b")
@@ -111,7 +114,7 @@ class _Item:
 def _sentences(text: str) -> Iterator[str]:
     """Sentences of prose outside fenced blocks, each a verbatim substring of `text`."""
     in_fence = False
-    for line in text.splitlines():
+    for line in _HTML_COMMENT.sub('\n', text).splitlines():
         if _FENCE_LINE.match(line):
             in_fence = not in_fence
             continue
@@ -124,9 +127,14 @@ def _sentences(text: str) -> Iterator[str]:
                 yield _cut_words(sentence, _MAX_RESULT_CHARS)
 
 
+def _claims(text: str) -> list[str]:
+    """Sentences that state something: not plans ("Let me ..."), not lead-ins ending with ':'."""
+    return [s for s in _sentences(text) if not s.endswith(':') and not _PLAN.match(s)]
+
+
 def _first_claim(text: str) -> str | None:
-    """The first sentence that states something: not a plan ("Let me ..."), not a lead-in ending with ':'."""
-    return next((s for s in _sentences(text) if not s.endswith(':') and not _PLAN.match(s)), None)
+    """The first of `_claims`."""
+    return next(iter(_claims(text)), None)
 
 
 def _last_outcome(actions: Sequence[Action]) -> str | None:
@@ -189,9 +197,10 @@ _KIND_ORDER: Final = ('formula', 'number', 'version', 'exit_code', 'error', 'tes
 class ExtractiveCompressor:
     """The default compressor: no LLM, deterministic, every word taken verbatim from the block.
 
-    It writes a result line (the first sentence of the last thing the assistant said, plus the last command's
-    error or test outcome), each command with its exit code and the critical lines of its output, then the
-    remaining critical facts grouped by kind, then decision and open-item sentences while the target allows.
+    It writes a result line (the first sentence of the assistant's latest text that states something rather than
+    a plan, plus the last command's error or test outcome), the user's request when the block holds one, each
+    command with its exit code and the critical lines of its output, then the remaining critical facts grouped by
+    kind, then decision and open-item sentences while the target size allows.
     """
 
     target_ratio: float = 0.15
@@ -225,7 +234,9 @@ class ExtractiveCompressor:
         cap = self.max_ratio
         if feedback is not None:
             previous_ratio = self._tokens(previous) / block_tokens if previous and block_tokens else self.max_ratio
-            cap = next((ratio for ratio in self.refine_ratios if ratio > previous_ratio + 0.01), max(self.refine_ratios))
+            cap = next(
+                (ratio for ratio in self.refine_ratios if ratio > previous_ratio + 0.01), max(self.refine_ratios)
+            )
         items = self._items(block, _pinned(feedback))
         return self._select_and_render(items, block_tokens, cap)
 
@@ -237,8 +248,8 @@ class ExtractiveCompressor:
 
         def add(priority: int, section: str, text: str, parent: int | None = None) -> int:
             order = len(items)
-            if text in pinned:
-                priority = 0
+            if any(fact in text for fact in pinned):
+                priority = 0  # the judge named it as missing: it goes in first
             items.append(_Item(priority, section, text, order, self._tokens(text) + 1, parent))
             covered.append(text)
             return order
@@ -252,8 +263,9 @@ class ExtractiveCompressor:
         add(0, 'RESULT', self._result_line(regions, actions))
         for region in regions:
             if region.label == 'user':
-                request = _first_claim(region.text)
-                if request is not None and request not in covered:
+                claims = [claim for claim in _claims(region.text)[:2] if claim not in covered[0]]
+                request = ' '.join(claims)
+                if request and request not in covered:
                     add(0, 'REQUEST', request)
 
         for action in actions:

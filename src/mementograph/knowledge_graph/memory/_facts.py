@@ -12,10 +12,12 @@ Facts are read from the rendered block (`render_block`), whose headers say who w
 In **prose** (system, user, assistant and thinking text):
 
 - `url` -- `http(s)://...` links.
-- `path` -- file paths: anything with a known file extension, or with two or more `/`, or starting `/`, `./`, `~/`.
-- `version` -- `1.2.3`-style versions and pinned requirements (`==1.2`, `>=3.9`).
-- `number` -- numbers with a unit (`3.5 ms`, `12%`, `2 GB`), decimals, scientific notation, and integers of two
-  or more digits (line numbers, counts, issue numbers).
+- `path` -- file paths: a name with a known file extension (`setup.cfg`, `src/a.py`), a path starting `/`, `./`,
+  `../` or `~/`, or two or more `/` between names of two or more characters (so `a/b/c` and `km/s` are not paths);
+  in an inline code span also a directory such as `astropy/table`.
+- `version` -- `1.2.3`-style versions and pinned requirements (`numpy==1.21`, `python>=3.9`).
+- `number` -- numbers with a unit (`3.5 ms`, `12%`, `2 GB`), decimals, scientific notation, integers of two
+  or more digits (line numbers, counts, issue numbers), dates and times (`2017-07-06 20:50:00`).
 - `formula` -- an inline code span (`` `...` ``) or `$...$` math holding an operator between operands
   (`` `len(data.dtype) > 1` ``, `$a^2 + b^2 = c^2$`).
 - `identifier` -- other inline code spans up to 100 characters, and code-shaped words outside them: dotted names
@@ -23,19 +25,22 @@ In **prose** (system, user, assistant and thinking text):
 - `error` -- exception and error class names (`TypeError`, `django.db.utils.OperationalError`).
 - `test` -- test names (`test_ndarray_mixin`).
 - `exit_code` -- `exit code 1`, `exit status 2`, `returncode=0`.
-- `command` -- the first command line of a fenced shell block (`bash`, `sh`, `shell`, `console`).
+- `command` -- the command lines of a fenced shell block (`bash`, `sh`, `shell`, `console`), as for tool calls.
 - Quoted code in any other fenced block contributes only its error and test lines (a traceback pasted in an
   issue keeps its final `ValueError: ...` line).
 
-In **tool calls**: the `command` -- the first line of the command that is not a comment, cut to 160 characters
--- and the file paths named on command lines outside heredoc bodies (the files a command touches).
+In **tool calls**: each `command` line the shell reads as a command (`shell_lines`: not a comment, not a heredoc
+body, not the inside of a multi-line quoted argument such as a `python -c "..."` script), the first five of them,
+and the file paths named on all of those lines (the files a command touches). A non-shell tool call is one
+command, `name({json args})`.
 
 In **tool output** (returns, retry prompts and `<returncode>` observations):
 
 - `exit_code` -- `<returncode>N</returncode>` (and the textual forms above).
 - `error` -- the final line of a traceback and other exception lines (`TypeError: ...`, pytest `E   ...Error:`),
-  `error:` / `fatal:` lines and shell failures (`command not found`, `No such file or directory`); counted in a
-  long output only when it holds a traceback or the line is among its last five.
+  `error:` / `fatal:` lines and shell failures (`command not found`, `No such file or directory`, `timed out`);
+  counted in a long output only when it holds a traceback or the line is among its last five. At most 8 error
+  lines and 10 failing tests per output (a run with 157 errors is carried by its summary line).
 - `test` -- failing tests (`FAILED path::test`, `FAIL: test_x (mod.Class)`) and run summaries
   (`2 failed, 43 passed in 1.75s`, `Ran 82 tests in 0.669s`, `OK`, `FAILED (failures=1)`).
 - `path` -- the files of a `diff --git` header.
@@ -53,8 +58,9 @@ What is deliberately not a critical fact, and why
   Carrying them would make the memento as large as the block, defeating eviction.
 - **Warnings** (`DeprecationWarning: ...` lines): test logs repeat hundreds of them; they rarely decide anything.
 - **Passing per-test lines**: the run summary (`43 passed`) carries the outcome.
-- **Bodies of multi-line commands and heredocs** (a script written with `cat <<'EOF'`): the first line names what
-  was done and to which file, the file itself holds the body, and the archive holds the command byte for byte.
+- **Bodies of heredocs and multi-line quoted scripts** (a script written with `cat <<'EOF'`, `python -c "..."`):
+  the command line names what was done and to which file, the file itself holds the body, and the archive holds
+  the command byte for byte.
 - **Quoted source code** in fenced blocks of prose and **HTML comments** (issue templates): data, not findings.
 - **Plain English words and single-digit integers**: paraphrase is allowed for prose; "1 of 2" is not a value.
 - **Exit codes are values**: `<returncode>1</returncode>`, `exit 1`, `exit code 1` and `rc=1` are the same fact;
@@ -136,8 +142,8 @@ _PATH = re.compile(
 )
 _KNOWN_EXT = re.compile(rf'\.(?:{_EXTENSIONS})$')
 _VERSION = re.compile(
-    r'(?<![\w.])(?:[A-Za-z][\w.-]*\s*(?:==|>=|<=|~=|!=)\s*\d+(?:\.\d+)*|v?\d+\.\d+\.\d+(?:[.-]?(?:a|b|rc|dev|post)\d*)?)'
-    r'(?![\w.]\w|\w)'
+    r'(?<![\w.])(?:[A-Za-z][\w.-]*\s*(?:==|>=|<=|~=|!=)\s*\d+(?:\.\d+)*|'
+    r'v?\d+\.\d+\.\d+(?:[.-]?(?:a|b|rc|dev|post)\d*)?)(?![\w.]\w|\w)'
 )
 _UNITS = (
     r'%|ms|µs|us|ns|s|sec|secs|seconds?|mins?|minutes?|h|hrs?|hours?|days?|[KMGT]i?B|bytes?|px|pt|em|Hz|kHz|MHz|GHz|'

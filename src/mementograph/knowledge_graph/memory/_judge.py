@@ -5,10 +5,11 @@ formulas verbatim 0-3, values 0-2, methods 0-2, validation/test outcomes 0-1, no
 first 0-1, with deductions of 2 points for any missing must-keep fact and 2 for anything invented.
 
 - `RubricJudge` scores all six mechanically from the block's critical facts (`critical_facts`): each dimension is
-  its maximum times the fraction of its facts the memento keeps; *must-keep* facts (formulas, values, versions,
-  commands with their exit codes, errors, tests) cost the deduction when any is missing; anything in the memento
-  that is not in the block -- a fact (path, number, identifier, exit code, ...) or a code-shaped token (with a
-  digit, `_`, `/`, an inner `.` or an inner capital) -- zeroes "no hallucination" and costs the deduction.
+  its maximum times the fraction of its facts the memento keeps; *must-keep* facts (formulas, numbers, versions,
+  commands with their exit codes on the same line, errors, tests, file paths) cost the deduction when any is
+  missing, while identifiers, URLs and short output lines only cost their share of a dimension; anything in the
+  memento that is not in the block -- a fact (path, number, identifier, exit code, ...) or a code-shaped token
+  (with a digit, `_`, `/`, an inner `.` or an inner capital) -- zeroes "no hallucination" and costs the deduction.
   Plain English words are not checked (paraphrase is allowed for prose). A memento that is not shorter than its
   block never passes.
 - `LLMJudge` asks any pydantic-ai model for the same six scores plus what is missing or invented: it can judge
@@ -34,7 +35,7 @@ from pydantic_ai.settings import ModelSettings
 from ..._tokens import TokenCounter
 from ._block import BlockInput, actions_for
 from ._compress import _model_name
-from ._facts import Fact, command_facts, critical_facts, exit_codes_in, fact_present
+from ._facts import command_facts, critical_facts, exit_codes_in, fact_present
 from ._usage import record_usage
 
 __all__ = (
@@ -115,9 +116,7 @@ class Judge(Protocol):
 
 def _significant(token: str) -> bool:
     """A code-shaped token: the kind of word a memento must not make up."""
-    return bool(
-        re.search(r'[\d_/]', token) or re.search(r'\w\.\w', token) or re.search(r'[a-z][A-Z]', token)
-    )
+    return bool(re.search(r'[\d_/]', token) or re.search(r'\w\.\w', token) or re.search(r'[a-z][A-Z]', token))
 
 
 def _listed(title: str, entries: Sequence[str]) -> list[str]:
@@ -174,9 +173,7 @@ class RubricJudge:
 
         missing = [f'{fact.kind}: {fact.text}' for fact in facts if not kept[fact]]
         missing.extend(missing_pairs)
-        must_keep_missing = bool(missing_pairs) or any(
-            not kept[fact] for fact in facts if fact.kind in MUST_KEEP_KINDS
-        )
+        must_keep_missing = bool(missing_pairs) or any(not kept[fact] for fact in facts if fact.kind in MUST_KEEP_KINDS)
         deductions = -(MISSING_DEDUCTION if must_keep_missing else 0.0) - (INVENTED_DEDUCTION if invented else 0.0)
         dimensions['deductions'] = deductions
         score = round(max(0.0, min(10.0, sum(dimensions[name] for name in DIMENSIONS) + deductions)), 2)
@@ -364,8 +361,8 @@ class CombinedJudge:
     async def judge(self, block: BlockInput, memento: str) -> Verdict:
         """Both judges; per dimension the lower score, the rubric's deductions, pass only if both pass."""
         rubric, rubric_error = await _try_judge(self.rubric, block, memento)
-        llm, llm_error = (None, 'no LLM judge configured') if self.llm is None else await _try_judge(
-            self.llm, block, memento
+        llm, llm_error = (
+            (None, 'no LLM judge configured') if self.llm is None else await _try_judge(self.llm, block, memento)
         )
         if rubric is None and llm is None:
             return unscored(self.name, f'no judge could score the memento: rubric: {rubric_error}; llm: {llm_error}')
@@ -429,9 +426,3 @@ async def _try_judge(judge: Judge, block: BlockInput, memento: str) -> tuple[Ver
     except Exception as exc:
         return None, f'{type(exc).__name__}: {exc}'
     return verdict, ''
-
-
-def facts_kept(block_text: str, memento: str) -> tuple[int, int]:
-    """`(total, kept)` critical facts of a block in a memento."""
-    facts: list[Fact] = critical_facts(block_text)
-    return len(facts), sum(1 for fact in facts if fact_present(fact, memento))

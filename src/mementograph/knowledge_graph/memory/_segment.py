@@ -25,6 +25,7 @@ reported `complete`: those blocks are a stable prefix, which keeps eviction (and
 from __future__ import annotations
 
 import re
+from collections import OrderedDict
 from collections.abc import Sequence
 from dataclasses import dataclass
 from typing import Final
@@ -117,22 +118,38 @@ def _starts_user_turn(message: ModelMessage) -> bool:
     return any(isinstance(part, UserPromptPart) and not is_observation(part) for part in message.parts)
 
 
+_FILES_CACHE: OrderedDict[int, tuple[ModelMessage, frozenset[str]]] = OrderedDict()
+_FILES_CACHE_LIMIT: Final = 50_000
+
+
+def _message_files(message: ModelMessage) -> frozenset[str]:
+    """Paths in a response's commands and prose, cached by message identity (messages are immutable in a history,
+    and a growing history is segmented again and again)."""
+    if not isinstance(message, ModelResponse):
+        return frozenset()
+    hit = _FILES_CACHE.get(id(message))
+    if hit is not None and hit[0] is message:
+        return hit[1]
+    paths: set[str] = set()
+    for part in message.parts:
+        if isinstance(part, BaseToolCallPart):
+            command = shell_command(part)
+            facts = command_facts(command if command is not None else part.args_as_json_str())
+        elif isinstance(part, TextPart):
+            facts = prose_facts(part.content)
+        else:
+            continue
+        paths.update(fact.text for fact in facts if fact.kind == 'path')
+    files = frozenset(paths)
+    _FILES_CACHE[id(message)] = (message, files)
+    if len(_FILES_CACHE) > _FILES_CACHE_LIMIT:
+        _FILES_CACHE.popitem(last=False)
+    return files
+
+
 def _files(messages: Sequence[ModelMessage]) -> frozenset[str]:
     """Files a unit works on: paths in its commands and in the assistant's prose (not in tool output)."""
-    paths: set[str] = set()
-    for message in messages:
-        if not isinstance(message, ModelResponse):
-            continue
-        for part in message.parts:
-            if isinstance(part, BaseToolCallPart):
-                command = shell_command(part)
-                facts = command_facts(command if command is not None else part.args_as_json_str())
-            elif isinstance(part, TextPart):
-                facts = prose_facts(part.content)
-            else:
-                continue
-            paths.update(fact.text for fact in facts if fact.kind == 'path')
-    return frozenset(paths)
+    return frozenset().union(*(_message_files(message) for message in messages))
 
 
 def _units(messages: Sequence[ModelMessage], counter: TokenCounter) -> list[_Unit]:
@@ -159,11 +176,7 @@ def _units(messages: Sequence[ModelMessage], counter: TokenCounter) -> list[_Uni
             if _prose_fence_count(message) % 2:
                 fence_open = not fence_open
             index += 1
-            if (
-                _text_action(message) is not None
-                and index < count
-                and _is_observation_request(messages[index])
-            ):
+            if _text_action(message) is not None and index < count and _is_observation_request(messages[index]):
                 awaiting_observation = True
             if not open_calls and not fence_open and not awaiting_observation:
                 closed = True

@@ -27,6 +27,7 @@ from .._schema import (
     StoreStats,
     entity_id_for,
 )
+from ..._messages import deserialize_messages, message_text
 from ._base import check_block, fts_terms, now_iso
 from ._errors import (
     BlockNotFoundError,
@@ -149,7 +150,9 @@ def _scope_sql(namespace: str | None, session_id: str | None, prefix: str = '') 
 class SqliteStore:
     """Graph store on one SQLite file (or in memory).
 
-    One eviction is one `BEGIN IMMEDIATE ... COMMIT` transaction; WAL with `synchronous=NORMAL` means a process
+    Block text is not stored: the full-text index renders it from the archived messages, lazily, at the first
+    search after an eviction (`BlockRecord.text` reads back empty). One eviction is one `BEGIN IMMEDIATE ... COMMIT`
+    transaction; WAL with `synchronous=NORMAL` means a process
     killed after `COMMIT` loses nothing and one killed before leaves nothing. Another process writing the same
     file is waited for up to `busy_timeout` seconds, then `StoreBusyError` names the file.
     """
@@ -192,6 +195,7 @@ class SqliteStore:
         try:
             conn.execute('PRAGMA journal_mode = WAL')
             conn.execute('PRAGMA synchronous = NORMAL')
+            conn.execute('PRAGMA cache_size = -65536')  # 64 MiB: index pages stay hot at 100k blocks
             self._init_schema(conn)
         except sqlite3.OperationalError as exc:
             conn.close()
@@ -298,20 +302,15 @@ class SqliteStore:
         with self._write() as conn:
             conn.execute('INSERT OR IGNORE INTO sessions (namespace, id, created_at) VALUES (?, ?, ?)', (ns, sid, created))
             for block in eviction.blocks:
-                cur = conn.execute(
+                conn.execute(
                     'INSERT OR IGNORE INTO blocks (id, namespace, session_id, seq, kind, first_message, last_message, '
                     'tokens, sha256, messages_json, text, started_at, created_at) '
                     'VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?)',
                     (
                         block.id, ns, sid, block.seq, block.kind, block.first_message, block.last_message,
-                        block.tokens, block.sha256, block.messages_json, block.text, block.started_at, created,
+                        block.tokens, block.sha256, block.messages_json, '', block.started_at, created,
                     ),
                 )  # fmt: skip
-                if cur.rowcount == 1 and block.text:
-                    conn.execute(
-                        'INSERT INTO text_fts (text, item_id, namespace, session_id) VALUES (?, ?, ?, ?)',
-                        (block.text, block.id, ns, sid),
-                    )
             for memento in eviction.mementos:
                 cur = conn.execute(
                     'INSERT OR IGNORE INTO mementos (id, namespace, session_id, text, tokens, score, verified, '
@@ -325,10 +324,6 @@ class SqliteStore:
                     conn.executemany(
                         'INSERT OR IGNORE INTO summarizes (memento_id, target_id, position) VALUES (?, ?, ?)',
                         [(memento.id, target, pos) for pos, target in enumerate(memento.summarizes)],
-                    )
-                    conn.execute(
-                        'INSERT INTO text_fts (text, item_id, namespace, session_id) VALUES (?, ?, ?, ?)',
-                        (memento.text, memento.id, ns, sid),
                     )
             for mention in eviction.mentions:
                 entity_id = entity_id_for(ns, mention.entity.key)
@@ -586,12 +581,43 @@ class SqliteStore:
             ).fetchall()
         return [(EntityRecord(key=row[0], name=row[1], kind=row[2]), row[3]) for row in rows]
 
+    def _index_text(self) -> None:
+        """Bring the full-text index up to date.
+
+        Indexing is deferred from eviction to the first search after it: tokenizing a block's text costs more
+        than writing it, and evictions sit on the agent's request path while searches are rarer.
+        """
+        with self._write() as conn:
+            marks = dict(conn.execute("SELECT key, value FROM meta WHERE key LIKE 'fts_%'").fetchall())
+            done = int(marks.get('fts_mementos', 0))
+            top = conn.execute('SELECT max(rid) FROM mementos').fetchone()[0] or 0
+            if top > done:
+                conn.execute(
+                    'INSERT INTO text_fts (text, item_id, namespace, session_id) '
+                    'SELECT text, id, namespace, session_id FROM mementos WHERE rid > ? AND rid <= ?',
+                    (done, top),
+                )
+                conn.execute("INSERT OR REPLACE INTO meta (key, value) VALUES ('fts_mementos', ?)", (str(top),))
+            done = int(marks.get('fts_blocks', 0))
+            rows = conn.execute(
+                'SELECT rid, id, namespace, session_id, messages_json FROM blocks WHERE rid > ? ORDER BY rid', (done,)
+            ).fetchall()
+            for row in rows:
+                text = '\n'.join(message_text(m) for m in deserialize_messages(bytes(row['messages_json'])))
+                conn.execute(
+                    'INSERT INTO text_fts (text, item_id, namespace, session_id) VALUES (?, ?, ?, ?)',
+                    (text, row['id'], row['namespace'], row['session_id']),
+                )
+            if rows:
+                conn.execute("INSERT OR REPLACE INTO meta (key, value) VALUES ('fts_blocks', ?)", (str(rows[-1]['rid']),))
+
     def search_text(
         self, query: str, *, k: int = 10, namespace: str = DEFAULT_NAMESPACE, session_id: str | None = None
     ) -> list[TextHit]:
         terms = fts_terms(query)
         if not terms or k <= 0:
             return []
+        self._index_text()
         match = ' OR '.join('"' + term.replace('"', '""') + '"' for term in terms)
         where, params = _scope_sql(namespace, session_id)
         with self._read() as conn:

@@ -1,0 +1,125 @@
+"""Compressors: the extractive memento's shape and guarantees; the LLM compressor's structured output."""
+
+from __future__ import annotations
+
+import re
+
+import pytest
+from pydantic_ai.messages import ModelMessage, ModelResponse, ToolCallPart
+from pydantic_ai.models.function import AgentInfo, FunctionModel
+
+from mementograph._tokens import TokenCounter
+from mementograph.knowledge_graph.memory import (
+    SECTION_LABELS,
+    BlockInput,
+    Compressor,
+    ExtractiveCompressor,
+    LLMCompressor,
+    MementoDraft,
+    RubricJudge,
+    critical_facts,
+    fact_present,
+    render_draft,
+    usage_meter,
+)
+
+from ._build import bash, block_of, debugging_block, observation, say, user
+
+COUNTER = TokenCounter()
+
+
+def test_extractive_memento_is_result_first_verbatim_and_keeps_every_fact() -> None:
+    block = debugging_block(COUNTER)
+    memento = ExtractiveCompressor(counter=COUNTER).extract(block)
+    lines = memento.splitlines()
+    assert lines[0].startswith('RESULT: The fix works')
+    assert '$ pytest tests/test_calc.py -q -> exit 1' in lines
+    assert all(fact_present(fact, memento) for fact in critical_facts(block.text))
+    assert COUNTER.count_text(memento) < 0.5 * block.tokens
+    # every line is a section label, or verbatim text of the block (after the label / command prefix)
+    for line in lines:
+        body = re.sub(rf'^(?:{"|".join(SECTION_LABELS)}):\s*', '', line)
+        body = re.sub(r'^\$ ', '', body.strip()).removesuffix(' -> exit 0').removesuffix(' -> exit 1')
+        for piece in re.split(r'; | Last outcome: ', body):
+            for item in piece.split(', ') if line.startswith(('FILES', 'VALUES')) else [piece]:
+                assert item.strip() in block.text, item
+
+
+def test_extractive_is_deterministic_and_a_compressor() -> None:
+    compressor = ExtractiveCompressor(counter=COUNTER)
+    assert isinstance(compressor, Compressor)
+    block = debugging_block(COUNTER)
+    assert compressor.extract(block) == compressor.extract(debugging_block(COUNTER))
+
+
+def test_long_logs_are_cut_to_their_facts() -> None:
+    log = '\n'.join(f'[{i:05d}] processed record {i} of 10000 status=ok' for i in range(2000))
+    messages: list[ModelMessage] = [
+        bash('python etl.py --input data/records.csv', 'c1', thought='THOUGHT: Run the ETL job.'),
+        observation(3, f'{log}\nTraceback (most recent call last):\n  File "etl.py", line 88\nMemoryError', 'c1'),
+        say('The job ran out of memory after 2000 records; next I will stream the CSV instead.'),
+    ]
+    block = block_of(messages, COUNTER)
+    memento = ExtractiveCompressor(counter=COUNTER).extract(block)
+    assert COUNTER.count_text(memento) < 0.05 * block.tokens
+    assert '$ python etl.py --input data/records.csv -> exit 3' in memento
+    assert 'MemoryError' in memento and '2000' in memento
+    assert 'processed record' not in memento
+
+
+def test_refinement_raises_the_cap_to_the_next_step() -> None:
+    block = debugging_block(COUNTER)
+    compressor = ExtractiveCompressor(target_ratio=0.01, max_ratio=0.03, refine_ratios=(0.2, 0.6), counter=COUNTER)
+    first = compressor.extract(block)
+    assert COUNTER.count_text(first) <= 0.03 * block.tokens + 1 or first.count('\n') == 0
+    verdict = RubricJudge(counter=COUNTER).check(block, first)
+    second = compressor.extract(block, feedback=verdict.feedback, previous=first)
+    assert len(second) > len(first)
+    assert RubricJudge(counter=COUNTER).check(block, second).score == 10.0
+
+
+def test_invalid_ratios_are_rejected() -> None:
+    with pytest.raises(ValueError, match='ratios'):
+        ExtractiveCompressor(target_ratio=0.6, max_ratio=0.5)
+    with pytest.raises(ValueError, match='ratios'):
+        ExtractiveCompressor(refine_ratios=(1.2,))
+
+
+def test_block_without_commands() -> None:
+    answer = 'It listens on port 5432 by default. ' + 'The port is set in postgresql.conf and can be changed. ' * 12
+    block = block_of([user('What is the default port of PostgreSQL?'), say(answer)])
+    memento = ExtractiveCompressor(counter=COUNTER).extract(block)
+    assert memento.splitlines()[0] == 'RESULT: It listens on port 5432 by default.'
+    assert 'What is the default port of PostgreSQL?' in memento
+
+
+def test_render_draft_is_deterministic_plain_text() -> None:
+    draft = MementoDraft(
+        result='  Tests   pass. ',
+        formulas_and_values=['x = 2 * y'],
+        commands=['pytest -q -> exit 0', '  '],
+        files_and_symbols=['src/a.py'],
+        open_items=['ship it'],
+    )
+    assert render_draft(draft) == (
+        'RESULT: Tests pass.\nVALUES:\nx = 2 * y\nCOMMANDS:\npytest -q -> exit 0\nFILES:\nsrc/a.py\nOPEN:\nship it'
+    )
+
+
+async def test_llm_compressor_structured_output_and_usage() -> None:
+    seen: list[str] = []
+
+    def model(messages: list[ModelMessage], info: AgentInfo) -> ModelResponse:
+        seen.append(str(messages[-1].parts[-1].content))  # type: ignore[union-attr]
+        args = {'result': 'Reproduced; fixed.', 'commands': ['pytest tests/test_calc.py -q -> exit 1']}
+        return ModelResponse(parts=[ToolCallPart(info.output_tools[0].name, args)])
+
+    compressor = LLMCompressor(FunctionModel(model), target_ratio=0.1)
+    block = BlockInput.from_messages(debugging_block(COUNTER).messages, COUNTER, context='Fix the calculator.')
+    with usage_meter() as meter:
+        text = await compressor.compress(block)
+    assert text == 'RESULT: Reproduced; fixed.\nCOMMANDS:\npytest tests/test_calc.py -q -> exit 1'
+    assert meter.tokens == compressor.tokens_spent > 0 and meter.requests == 1
+    assert '<context>\nFix the calculator.\n</context>' in seen[0]
+    assert f'in at most {int(block.tokens * 0.1)} tokens' in seen[0]
+    assert compressor.name.startswith('llm:function:')
