@@ -18,6 +18,7 @@ model received and in the recovered blocks.
 
 from __future__ import annotations
 
+import json
 import time
 from collections.abc import Sequence
 from dataclasses import dataclass, field, replace
@@ -355,6 +356,38 @@ class ArchiveCheck:
     """`fact_retention(block.text, memento.text)` for an evicted block with a memento."""
 
 
+def _first_difference(left: bytes, right: bytes) -> str:
+    """Where two serialized messages first differ, as `path: left != right` (values cut to 60 characters)."""
+
+    def cut(value: object) -> str:
+        text = json.dumps(value, ensure_ascii=False)
+        return text if len(text) <= 60 else text[:57] + '...'
+
+    def walk(a: object, b: object, path: str) -> str | None:
+        if type(a) is not type(b):
+            return f'{path or "."}: {cut(a)} != {cut(b)}'
+        if isinstance(a, dict) and isinstance(b, dict):
+            for key in [*a, *(k for k in b if k not in a)]:
+                found = walk(a.get(key), b.get(key), f'{path}.{key}')
+                if found:
+                    return found
+            return None
+        if isinstance(a, list) and isinstance(b, list):
+            if len(a) != len(b):
+                return f'{path}: {len(a)} items != {len(b)} items'
+            for index, (x, y) in enumerate(zip(a, b)):
+                found = walk(x, y, f'{path}[{index}]')
+                if found:
+                    return found
+            return None
+        return None if a == b else f'{path or "."}: {cut(a)} != {cut(b)}'
+
+    try:
+        return walk(json.loads(left), json.loads(right), '') or 'the bytes differ (same JSON value)'
+    except ValueError:
+        return 'the bytes differ'
+
+
 def check_archive(
     store: GraphStore, session_id: str, history: Sequence[ModelMessage], *, namespace: str
 ) -> tuple[list[ArchiveCheck], str | None]:
@@ -376,7 +409,8 @@ def check_archive(
     else:
         for index in range(min(len(log), len(history))):
             if log[index] != serialized(history[index]):
-                mismatch = f'log position {index} differs from the run history'
+                difference = _first_difference(log[index], serialized(history[index]))
+                mismatch = f'log position {index} differs from the run history ({difference}; log != run)'
                 break
     checks: list[ArchiveCheck] = []
     for block in store.list_blocks(namespace=namespace, session_id=session_id, kind=None):
@@ -395,10 +429,17 @@ def check_archive(
                 if problem is not None:
                     break
                 data = serialized(message)
-                if log.get(position) != data:
-                    problem = f'message {offset} differs from log position {position}'
-                elif position >= len(history) or serialized(history[position]) != data:
-                    problem = f'message {offset} differs from the run history at position {position}'
+                logged = log.get(position)
+                if logged is None:
+                    problem = f'log position {position} (message {offset}) is missing'
+                elif logged != data:
+                    difference = _first_difference(data, logged)
+                    problem = f'message {offset} differs from log position {position} ({difference}; block != log)'
+                elif position >= len(history):
+                    problem = f'message {offset} is beyond the run history ({len(history)} messages)'
+                elif serialized(history[position]) != data:
+                    difference = _first_difference(data, serialized(history[position]))
+                    problem = f'message {offset} differs from the run at position {position} ({difference}; block != run)'
         retention: float | None = None
         if block.kind == 'block':
             memento = store.memento_of(block.id, namespace=namespace, session_id=session_id)

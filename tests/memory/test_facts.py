@@ -2,8 +2,11 @@
 
 from __future__ import annotations
 
+from pydantic_ai.messages import ModelMessage, ModelResponse, ToolCallPart
+
 from mementograph.knowledge_graph.memory import Fact, critical_facts, fact_present, fact_retention, render_block
 from mementograph.knowledge_graph.memory._facts import shell_lines
+from mementograph.knowledge_graph.memory._render import parse_regions
 
 from ._build import bash, observation, say, user
 
@@ -122,3 +125,32 @@ def test_fact_retention() -> None:
 def test_facts_are_deduplicated_in_order() -> None:
     facts = critical_facts('src/a.py then src/b.py then src/a.py again')
     assert [fact.text for fact in facts] == ['src/a.py', 'src/b.py']
+
+
+def test_render_block_heads_each_part_and_quotes_shell_commands_raw() -> None:
+    messages: list[ModelMessage] = [
+        user('Count the lines.'),
+        bash('grep -c "def " src/app.py', 'c1', thought='THOUGHT: count them'),
+        observation(0, '12', 'c1'),
+        ModelResponse(parts=[ToolCallPart('read_file', {'path': 'src/app.py'}, tool_call_id='c2')]),
+    ]
+    text = render_block(messages)
+    assert text.splitlines()[:5] == [
+        '[user]',
+        'Count the lines.',
+        '[assistant]',
+        'THOUGHT: count them',
+        '[call bash]',
+    ]
+    assert 'grep -c "def " src/app.py' in text  # raw, not JSON-escaped
+    assert [(r.kind, r.label) for r in parse_regions(text)] == [
+        ('prose', 'user'),
+        ('prose', 'assistant'),
+        ('call', 'call bash'),
+        ('output', 'return bash'),
+        ('call', 'call read_file'),
+    ]
+    facts = kinds(text)
+    assert facts['read_file({"path":"src/app.py"})'] == 'command'
+    assert facts['grep -c "def " src/app.py'] == 'command'
+    assert facts['12'] == 'output'

@@ -123,7 +123,9 @@ class Fact:
     """One critical fact: verbatim text from the block and its kind (see the module docstring)."""
 
     text: str
+    """One line, verbatim from the block (at most 160 characters)."""
     kind: str
+    """One of `FACT_KINDS`."""
 
 
 # --------------------------------------------------------------------------------------------------- patterns

@@ -194,10 +194,11 @@ class RubricJudge:
 
     def _exit_code_pairs(self, block: BlockInput, memento: str) -> tuple[int, list[str]]:
         """`(commands with an exit code, problems)`: each such command's exit code must sit on a memento line that
-        holds one of the command's lines."""
+        holds one of the command's lines -- one line per run, so a command run twice needs two such lines."""
         problems: list[str] = []
         total = 0
         lines = memento.splitlines()
+        used: set[int] = set()
         for action in actions_for(block):
             if action.exit_code is None:
                 continue
@@ -205,10 +206,18 @@ class RubricJudge:
             if not commands:
                 continue
             total += 1
-            if any(
-                action.exit_code in exit_codes_in(line) and any(fact_present(command, line) for command in commands)
-                for line in lines
-            ):
+            holder = next(
+                (
+                    number
+                    for number, line in enumerate(lines)
+                    if number not in used
+                    and action.exit_code in exit_codes_in(line)
+                    and any(fact_present(command, line) for command in commands)
+                ),
+                None,
+            )
+            if holder is not None:
+                used.add(holder)
                 continue
             problems.append(f'exit_code: `{commands[-1].text}` -> exit {action.exit_code}')
         return total, problems

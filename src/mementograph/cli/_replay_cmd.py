@@ -1,0 +1,176 @@
+"""`replay`: run recorded transcripts through a real Agent with and without `MementoCompaction` and report."""
+
+from __future__ import annotations
+
+import argparse
+import asyncio
+import sys
+from pathlib import Path
+from typing import Any
+
+from .._replay import DEFAULT_BUDGET, DEFAULT_REPLAY_NAMESPACE, ReplayReport, replay_report, summarize_reports
+from .._tokens import TokenCounter
+from .._transcripts import TranscriptError, load_transcript
+from ..knowledge_graph.store import GraphStore, open_store
+from ._common import CliError, emit
+
+__all__ = ('register',)
+
+_DESCRIPTION = """\
+Replay recorded transcripts -- OpenAI-chat JSON lists, mini-swe-agent .traj.json and pydantic-ai messages JSON --
+through a real pydantic-ai Agent whose FunctionModel answers with the recorded assistant turns and whose tools
+return the recorded observations, once without any capability (the baseline) and once with MementoCompaction at
+the budget; then recover every evicted block and compare it byte for byte with the session log and the run.
+
+Fields (per file, and under "total" with --json):
+  peak_tokens_baseline, peak_tokens  largest request without / with compaction (tiktoken o200k_base)
+  reduction                          1 - peak_tokens / peak_tokens_baseline
+  blocks_evicted                     blocks replaced by mementos
+  blocks_recovered_exact             evicted blocks recovered equal to the session log and to the run history
+  fact_retention                     mean over evicted blocks of the critical facts kept by their memento
+  facts_in_context                   share of the transcript's critical facts in the last request the model saw
+  facts_available                    share in that request or in a block that recovered exactly
+  memento_acceptance                 share of mementos the judge verified
+  cache_prefix_stability             share of consecutive requests whose earlier messages were sent unchanged
+Under "total": peaks are the largest, reduction is the mean over files, counts are summed, shares are pooled.
+
+The store defaults to memory:// (nothing is written anywhere); MEMENTOGRAPH_STORE is deliberately ignored so a
+measurement never writes into your agents' store by accident. With --store, each file gets a fresh session
+(its file stem, or stem.2, stem.3, ... when taken) in the namespace given by --namespace.
+
+Exit status: 0 after a measurement (problems are listed in the output), 1 for an unreadable or malformed file
+(named with its position), 2 for bad arguments, 4 with --check when any archived block did not recover exactly.
+"""
+
+
+def _load_all(paths: list[str]) -> None:
+    """Fail before any replay when a file is missing or malformed (one line, file and position)."""
+    for raw in paths:
+        path = Path(raw)
+        if path.is_dir():
+            raise CliError(f'{path}: is a directory; pass transcript files (e.g. {path}/*.traj.json)')
+        load_transcript(path)
+
+
+def _fmt_share(value: float) -> str:
+    return f'{value * 100:5.1f}%'
+
+
+def _text(reports: list[ReplayReport], total: dict[str, Any], store_uri: str) -> str:
+    header = (
+        f'{"file":<34} {"peak base":>9} {"peak":>6} {"cut":>6} {"evicted":>7} {"exact":>5} {"retain":>6} '
+        f'{"in ctx":>6} {"avail":>6} {"accept":>6} {"stable":>6}'
+    )
+    lines = [header, '-' * len(header)]
+    for r in reports:
+        name = Path(r.source).name
+        name = name if len(name) <= 34 else name[:33] + '~'
+        lines.append(
+            f'{name:<34} {r.peak_tokens_baseline:>9} {r.peak_tokens:>6} {_fmt_share(r.reduction):>6} '
+            f'{r.blocks_evicted:>7} {r.blocks_recovered_exact:>5} {_fmt_share(r.fact_retention):>6} '
+            f'{_fmt_share(r.facts_in_context):>6} {_fmt_share(r.facts_available):>6} '
+            f'{_fmt_share(r.memento_acceptance):>6} {r.cache_prefix_stability:>6.3f}'
+        )
+    if len(reports) > 1:
+        lines.append('-' * len(header))
+        lines.append(
+            f'{"total (" + str(total["files"]) + " files)":<34} {total["peak_tokens_baseline"]:>9} '
+            f'{total["peak_tokens"]:>6} {_fmt_share(total["reduction"]):>6} {total["blocks_evicted"]:>7} '
+            f'{total["blocks_recovered_exact"]:>5} {_fmt_share(total["fact_retention"]):>6} '
+            f'{_fmt_share(total["facts_in_context"]):>6} {_fmt_share(total["facts_available"]):>6} '
+            f'{_fmt_share(total["memento_acceptance"]):>6} {total["cache_prefix_stability"]:>6.3f}'
+        )
+    lines.append(f'budget {total["budget"]} tokens, store {store_uri}')
+    problems = [(r.source, p) for r in reports for p in r.problems]
+    for source, problem in problems[:20]:
+        lines.append(f'problem: {source}: {problem}')
+    if len(problems) > 20:
+        lines.append(f'... and {len(problems) - 20} more problems (see --json)')
+    return '\n'.join(lines)
+
+
+async def _replay_all(args: argparse.Namespace, store: GraphStore) -> list[ReplayReport]:
+    counter = TokenCounter()
+    reports: list[ReplayReport] = []
+    many = len(args.paths) > 1
+    for number, path in enumerate(args.paths, 1):
+        report = await replay_report(path, store=store, budget=args.budget, namespace=args.namespace, counter=counter)
+        reports.append(report)
+        if many or args.verbose:
+            print(
+                f'[{number}/{len(args.paths)}] {path}: peak {report.peak_tokens_baseline} -> {report.peak_tokens} '
+                f'({report.reduction * 100:.0f}% cut), {report.blocks_evicted} blocks evicted, '
+                f'{report.blocks_recovered_exact} exact, {report.seconds:.1f}s',
+                file=sys.stderr,
+                flush=True,
+            )
+    return reports
+
+
+def _replay(args: argparse.Namespace) -> int:
+    if args.budget <= 0:
+        raise CliError(f'--budget must be a positive number of tokens, not {args.budget}', code=2)
+    try:
+        _load_all(args.paths)
+    except TranscriptError as exc:
+        raise CliError(str(exc)) from exc
+    store = open_store(args.store or 'memory://')
+    try:
+        reports = asyncio.run(_replay_all(args, store))
+        uri = store.uri
+    finally:
+        store.close()
+    total = summarize_reports(reports)
+    data = {
+        'budget': args.budget,
+        'store': uri,
+        'namespace': args.namespace,
+        'files': [r.to_dict() for r in reports],
+        'total': total,
+    }
+    emit(args, data, _text(reports, total, uri))
+    if args.check and any(r.problems for r in reports):
+        print(
+            f'mementograph: check failed: {total["problems"]} archive problems '
+            f'({total["blocks_recovered_exact"]} of {total["blocks_evicted"]} evicted blocks recovered exactly)',
+            file=sys.stderr,
+        )
+        return 4
+    return 0
+
+
+def register(commands: argparse._SubParsersAction[argparse.ArgumentParser]) -> None:
+    """Add `replay`."""
+    replay = commands.add_parser(
+        'replay',
+        help='replay recorded transcripts with and without memento compaction and measure it',
+        description=_DESCRIPTION,
+        formatter_class=argparse.RawDescriptionHelpFormatter,
+    )
+    replay.add_argument('paths', nargs='+', metavar='PATH', help='transcript files (.traj.json, OpenAI chat, pydantic-ai)')
+    replay.add_argument(
+        '--store',
+        metavar='URI',
+        help='archive into this store: sqlite:///path.db, memory://, neo4j://host:7687 (default: memory://, '
+        'nothing written; MEMENTOGRAPH_STORE is ignored)',
+    )
+    replay.add_argument(
+        '--budget',
+        type=int,
+        default=DEFAULT_BUDGET,
+        metavar='N',
+        help='high-water mark in tokens (default: %(default)s)',
+    )
+    replay.add_argument(
+        '--namespace',
+        default=DEFAULT_REPLAY_NAMESPACE,
+        help='namespace of the replayed sessions in the store (default: %(default)s)',
+    )
+    replay.add_argument('--json', action='store_true', help='print JSON: "files" (one object per file) and "total"')
+    replay.add_argument(
+        '--check',
+        action='store_true',
+        help='exit 4 unless every archived block recovered exactly and the session log equals the run history',
+    )
+    replay.add_argument('-v', '--verbose', action='store_true', help='progress on stderr even for one file')
+    replay.set_defaults(func=_replay)
