@@ -4,7 +4,6 @@ from __future__ import annotations
 
 from datetime import UTC, datetime, timedelta
 
-from mementograph._messages import deserialize_messages, serialize_messages
 from pydantic_ai.messages import (
     BinaryContent,
     ImageUrl,
@@ -17,6 +16,8 @@ from pydantic_ai.messages import (
     ToolReturnPart,
     UserPromptPart,
 )
+
+from mementograph._messages import deserialize_messages, serialize_messages
 
 T0 = datetime(2026, 1, 2, 3, 4, 5, 678901, tzinfo=UTC)
 
@@ -58,8 +59,11 @@ def _rich_history() -> list[ModelMessage]:
             parts=[
                 SystemPromptPart('You are a careful engineer.', timestamp=ts(0)),
                 UserPromptPart(
-                    ['Fix the failing test — ünïcödé ✓ 日本語 🚀', BinaryContent(b'\x89PNG\r\n\x1a\n\x00\xff', media_type='image/png'),
-                     ImageUrl('https://example.com/a.png')],
+                    [
+                        'Fix the failing test — ünïcödé ✓ 日本語 🚀',
+                        BinaryContent(b'\x89PNG\r\n\x1a\n\x00\xff', media_type='image/png'),
+                        ImageUrl('https://example.com/a.png'),
+                    ],
                     timestamp=ts(0),
                 ),
             ],

@@ -64,14 +64,15 @@ def neo4j_server() -> Iterator[dict[str, str]]:
             yield {'uri': container.get_connection_url(), 'user': 'neo4j', 'password': container.password}
         return
     script = REPO / 'scripts' / 'neo4j-server'
-    if script.exists() and shutil.which('java') and shutil.which('mvn') and os.environ.get('MEMENTOGRAPH_START_NEO4J') == '1':
+    if (
+        script.exists()
+        and shutil.which('java')
+        and shutil.which('mvn')
+        and os.environ.get('MEMENTOGRAPH_START_NEO4J') == '1'
+    ):
         out = subprocess.run([str(script), 'start'], capture_output=True, text=True, timeout=900)
         if out.returncode == 0:
-            env = dict(
-                line.removeprefix('export ').split('=', 1)
-                for line in out.stdout.split()
-                if '=' in line
-            )
+            env = dict(line.removeprefix('export ').split('=', 1) for line in out.stdout.split() if '=' in line)
             try:
                 yield {'uri': env['NEO4J_URI'], 'user': env['NEO4J_USERNAME'], 'password': env['NEO4J_PASSWORD']}
             finally:

@@ -8,11 +8,9 @@ from dataclasses import dataclass, field
 from pydantic_ai import Agent
 from pydantic_ai.messages import (
     ModelMessage,
-    ModelRequest,
     ModelResponse,
     TextPart,
     ToolCallPart,
-    ToolReturnPart,
     UserPromptPart,
 )
 from pydantic_ai.models.function import AgentInfo, FunctionModel
@@ -49,7 +47,9 @@ class ScriptedModel:
             if phase == 0:
                 call = ToolCallPart('read_file', {'path': f'src/app/module_{step}.py'}, tool_call_id=f'read_{step}')
             else:
-                call = ToolCallPart('run_tests', {'target': f'tests/test_module_{step}.py'}, tool_call_id=f'test_{step}')
+                call = ToolCallPart(
+                    'run_tests', {'target': f'tests/test_module_{step}.py'}, tool_call_id=f'test_{step}'
+                )
             return ModelResponse(parts=[TextPart(f'Step {step}: checking module_{step}.'), call], usage=usage)
         extra = calls - total_scripted
         if extra < len(self.extra_calls):

@@ -130,9 +130,9 @@ def main() -> None:
     print('|' + '---|' * 9)
     for r in rows:
         print(
-            f"| {r['blocks']} | {r['store']} | {r['payload_mb']} | {r['write_blocks_per_s']} | "
-            f"{r['baseline_blocks_per_s']} | {r['ratio_vs_baseline']} | {r['recover_p50_ms']} | "
-            f"{r['recover_p95_ms']} | {r['rss_growth_mb']} |"
+            f'| {r["blocks"]} | {r["store"]} | {r["payload_mb"]} | {r["write_blocks_per_s"]} | '
+            f'{r["baseline_blocks_per_s"]} | {r["ratio_vs_baseline"]} | {r["recover_p50_ms"]} | '
+            f'{r["recover_p95_ms"]} | {r["rss_growth_mb"]} |'
         )
     out = REPO / 'bench-results'
     out.mkdir(exist_ok=True)

@@ -58,7 +58,7 @@ def _content_text(content: object) -> str:
     if isinstance(content, BinaryContent):
         return f'[binary {content.media_type}, {len(content.data)} bytes]'
     if isinstance(content, FileUrl):
-        return f'[{content.kind} {content.url}]'
+        return f'[{type(content).__name__} {content.url}]'
     if isinstance(content, list | tuple):
         return '\n'.join(_content_text(item) for item in content)
     text = getattr(content, 'content', None)
@@ -104,9 +104,7 @@ def tool_return_ids(message: ModelMessage) -> set[str]:
         return set()
     ids: set[str] = set()
     for part in message.parts:
-        if isinstance(part, BaseToolReturnPart):
-            ids.add(part.tool_call_id)
-        elif isinstance(part, RetryPromptPart) and part.tool_name is not None:
+        if isinstance(part, BaseToolReturnPart) or (isinstance(part, RetryPromptPart) and part.tool_name is not None):
             ids.add(part.tool_call_id)
     return ids
 

@@ -167,7 +167,9 @@ async def test_old_large_tool_results_are_stubbed_first(store: GraphStore) -> No
     ]  # fmt: skip
     assert stubbed
     original = store.recover_block(stubbed[0].metadata['mementograph.micro.v1'], session_id='u').messages[0]
-    assert 'def handler_' in str(original.parts[0].content) and len(str(original.parts[0].content)) > len(str(stubbed[0].content))
+    assert 'def handler_' in str(original.parts[0].content) and len(str(original.parts[0].content)) > len(
+        str(stubbed[0].content)
+    )
 
 
 def test_create_agent_has_memento_on_by_default(store: GraphStore) -> None:
@@ -200,7 +202,9 @@ def test_stubs_are_deterministic_and_keep_alternation() -> None:
 
     from mementograph.capabilities._layout import StubInfo, make_stub
 
-    info = StubInfo(target_id='blk_1', memento_id='mem_1', first_message=3, last_message=9, level=1, archived_tokens=900)
+    info = StubInfo(
+        target_id='blk_1', memento_id='mem_1', first_message=3, last_message=9, level=1, archived_tokens=900
+    )
     for shape, kinds in [
         ('request', [ModelRequest]),
         ('response', [ModelResponse]),

@@ -82,7 +82,10 @@ def test_recovers_rich_messages_byte_for_byte(backend: Backend) -> None:
     assert recovered.record.sha256 == block.sha256
     call = recovered.messages[1].parts[1]
     assert isinstance(call, ToolCallPart)
-    assert call.tool_call_id == 'call_1' and call.args == {'command': 'pytest tests/test_x.py -q', 'env': {'A': [1, 2.5, None]}}
+    assert call.tool_call_id == 'call_1' and call.args == {
+        'command': 'pytest tests/test_x.py -q',
+        'env': {'A': [1, 2.5, None]},
+    }
     assert recovered.messages[0].parts[1].content[1].data == b'\x89PNG\r\n\x1a\n\x00\xff'  # type: ignore[union-attr,index]
 
 
@@ -146,7 +149,9 @@ def test_tampered_block_raises_integrity_error(backend: Backend) -> None:
 def test_memento_links_and_chains(backend: Backend) -> None:
     store, ns = backend.store, backend.namespace
     ev1, block1, memento1 = make_eviction(session_history(1), session_id='s', namespace=ns, seq=0, memento_text='m1')
-    ev2, block2, memento2 = make_eviction(session_history(2)[4:], session_id='s', namespace=ns, seq=4, memento_text='m2')
+    ev2, block2, memento2 = make_eviction(
+        session_history(2)[4:], session_id='s', namespace=ns, seq=4, memento_text='m2'
+    )
     store.write_eviction(ev1)
     store.write_eviction(ev2)
     top = MementoRecord(

@@ -23,7 +23,7 @@ from tests.store.test_contract import make_eviction
 
 REPO = Path(__file__).resolve().parents[2]
 
-_WRITER = r'''
+_WRITER = r"""
 import sys, time
 from dataclasses import replace
 from mementograph.knowledge_graph import BlockRecord, Eviction
@@ -38,7 +38,7 @@ print('writing', flush=True)
 store.write_eviction(Eviction(session_id='crash', blocks=blocks))
 print('committed', flush=True)
 time.sleep(60)
-'''
+"""
 
 
 def _spawn_writer(path: Path, count: int) -> subprocess.Popen[str]:
@@ -136,7 +136,7 @@ def test_locked_database_waits_then_names_the_file(tmp_path: Path) -> None:
 def test_corrupt_file_names_the_file(tmp_path: Path) -> None:
     path = tmp_path / 'garbage.db'
     path.write_bytes(b'this is not a database at all' * 100)
-    with pytest.raises(StoreUnavailableError, match='garbage.db'):
+    with pytest.raises(StoreUnavailableError, match=r'garbage\.db'):
         open_store(f'sqlite://{path}')
     assert path.read_bytes().startswith(b'this is not')  # never overwritten
 

@@ -19,8 +19,9 @@ from pydantic_ai.messages import (
     BinaryContent,
     ModelMessage,
     ModelRequest,
-    ModelResponse,
+    ModelRequestPart,
     TextContent,
+    UserContent,
     UserPromptPart,
 )
 
@@ -126,7 +127,7 @@ class CompactionReport:
 def _timestamp(message: ModelMessage) -> datetime | None:
     stamp = message.timestamp
     if stamp is None and isinstance(message, ModelRequest):
-        stamp = next((p.timestamp for p in message.parts if hasattr(p, 'timestamp')), None)  # type: ignore[union-attr]
+        stamp = next((t for p in message.parts if isinstance(t := getattr(p, 'timestamp', None), datetime)), None)
     return stamp
 
 
@@ -197,7 +198,9 @@ class SessionCompactor:
             report = replace(report, skipped='nothing old enough to compact')
         return (current if report.changed else messages), report
 
-    def _micro(self, messages: list[ModelMessage], report: CompactionReport) -> tuple[list[ModelMessage], CompactionReport]:
+    def _micro(
+        self, messages: list[ModelMessage], report: CompactionReport
+    ) -> tuple[list[ModelMessage], CompactionReport]:
         slots, _ = layout(messages)
         cutoff = len(messages) - self.policy.keep_recent_messages
         records: list[BlockRecord] = []
@@ -242,7 +245,7 @@ class SessionCompactor:
             text=message_text(message),
         )
         pointer = f'recover_block("{record.id}")'
-        parts = []
+        parts: list[ModelRequestPart] = []
         changed = False
         for part in message.parts:
             if isinstance(part, BaseToolReturnPart) and micro_part_id(part) is None:
@@ -252,11 +255,11 @@ class SessionCompactor:
                     head, tail = text[: self.policy.stub_head_chars], text[-self.policy.stub_tail_chars :]
                     stub = f'{head}\n[... {tokens} tokens of this tool result archived; the full text: {pointer} ...]\n{tail}'
                     metadata = {**(part.metadata if isinstance(part.metadata, dict) else {}), MICRO_METADATA: record.id}
-                    parts.append(replace(part, content=stub, metadata=metadata))
+                    parts.append(replace(part, content=stub, metadata=metadata))  # type: ignore[arg-type]
                     changed = True
                     continue
             if isinstance(part, UserPromptPart) and not isinstance(part.content, str):
-                items = []
+                items: list[UserContent] = []
                 for item in part.content:
                     if isinstance(item, BinaryContent):
                         placeholder = f'[{item.media_type}, {len(item.data)} bytes archived; the original: {pointer}]'
@@ -551,4 +554,3 @@ def decode_log_messages(events: Sequence[SessionEvent]) -> list[ModelMessage]:
         if event.kind == 'message':
             messages.extend(deserialize_messages(event.payload))
     return messages
-

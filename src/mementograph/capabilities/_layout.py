@@ -31,9 +31,9 @@ __all__ = (
     'StubInfo',
     'layout',
     'make_stub',
-    'stub_shape',
     'micro_part_id',
     'stub_info',
+    'stub_shape',
 )
 
 MEMENTO_METADATA: Final = 'mementograph.memento.v1'
@@ -130,7 +130,9 @@ def make_stub(
     """
     span = f'messages {info.first_message}-{info.last_message}'
     kind = 'memento' if info.level == 1 else f'memento (level {info.level})'
-    header = f'[{kind} of {span}, {info.archived_tokens} tokens archived; the full text: recover_block("{info.target_id}")]'
+    header = (
+        f'[{kind} of {span}, {info.archived_tokens} tokens archived; the full text: recover_block("{info.target_id}")]'
+    )
     metadata = info.to_metadata()
 
     def request(text: str) -> ModelRequest:
@@ -166,11 +168,12 @@ def is_pinned(message: ModelMessage) -> bool:
     """A message holding a part pinned with pydantic-ai-harness's `pin()`: kept verbatim, never archived away."""
     if not isinstance(message, ModelRequest):
         return False
-    for part in message.parts:
-        if isinstance(part, UserPromptPart) and not isinstance(part.content, str):
-            if any(isinstance(item, TextContent) and item.metadata == _HARNESS_PIN for item in part.content):
-                return True
-    return False
+    return any(
+        isinstance(part, UserPromptPart)
+        and not isinstance(part.content, str)
+        and any(isinstance(item, TextContent) and item.metadata == _HARNESS_PIN for item in part.content)
+        for part in message.parts
+    )
 
 
 @dataclass(frozen=True)

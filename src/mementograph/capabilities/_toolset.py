@@ -139,4 +139,6 @@ class MementoToolset(FunctionToolset[AgentDepsT]):
             for block in recover_chain(store, block_id, namespace=capability.namespace, session_id=session):
                 texts.append(f'[block {block.record.id}]\n{render_block(block.messages)}')
         header = f'[page {match.number}: {match.summary}]\n'
-        return paginate(header + '\n\n'.join(texts), page, what=match.id, more=f'retrieve_page("{match.id}", page={{page}})')
+        return paginate(
+            header + '\n\n'.join(texts), page, what=match.id, more=f'retrieve_page("{match.id}", page={{page}})'
+        )

@@ -61,7 +61,9 @@ class _SharedStore:
     def get(self) -> GraphStore:
         with self._lock:
             if self._store is None:
-                self._store = self.spec if self.spec is not None and not isinstance(self.spec, str) else open_store(self.spec)
+                self._store = (
+                    self.spec if self.spec is not None and not isinstance(self.spec, str) else open_store(self.spec)
+                )
             return self._store
 
 
@@ -123,7 +125,7 @@ class MementoCompaction(AbstractCapability[AgentDepsT]):
     compressor: Compressor | None = None
     """Memento compressor; `None` is the extractive one (no LLM). Pass `LLMCompressor(model)` for an LLM."""
 
-    judge: Judge | None | Literal['default'] = 'default'
+    judge: Judge | Literal['default'] | None = 'default'
     """Judge of mementos; `'default'` is the deterministic rubric. `None` stores every memento unverified."""
 
     encoding: str | None = None
@@ -214,7 +216,7 @@ class MementoCompaction(AbstractCapability[AgentDepsT]):
         high = self.high_water(ctx)
         if state.compactor is None:
             counter = TokenCounter(self.encoding or encoding_for_model(getattr(ctx.model, 'model_name', None)))
-            judge: Judge | None = RubricJudge() if self.judge == 'default' else self.judge  # type: ignore[assignment]
+            judge: Judge | None = RubricJudge() if self.judge == 'default' else self.judge
             engine = MementoEngine(compressor=self.compressor or ExtractiveCompressor(), judge=judge)
             state.compactor = SessionCompactor(
                 store=self.graph_store,

@@ -44,7 +44,7 @@ CALIBRATION_{i} = {{
 }}
 '''
 
-_TEST = '''import sys
+_TEST = """import sys
 sys.path.insert(0, ".")
 from pkg.mod_{i} import scale_{i}
 
@@ -54,7 +54,7 @@ if result != expected:
     print(f"FAILED test_scale_{i}: AssertionError: scale_{i}(7) == {{result}}, expected {{expected}}")
     sys.exit(1)
 print("PASSED test_scale_{i}: 1 passed")
-'''
+"""
 
 
 def make_workspace(root: Path) -> None:
@@ -87,16 +87,22 @@ class ScriptedPolicy:
         calls = {
             0: ('read_file', {'path': path}, f'Reading {path}.'),
             1: ('run', {'command': f'python {test}'}, f'Running {test}.'),
-            2: ('edit_file', {'path': path, 'old': 'value + ', 'new': 'value * '}, f'{path} adds instead of multiplying.'),
+            2: (
+                'edit_file',
+                {'path': path, 'old': 'value + ', 'new': 'value * '},
+                f'{path} adds instead of multiplying.',
+            ),
             3: ('run', {'command': f'python {test}'}, f'Re-running {test}.'),
         }
         tool, args, thought = calls[phase]
         return ModelResponse(parts=[TextPart(thought), ToolCallPart(tool, args, tool_call_id=f'call_{self.step}')])
 
 
-def build_agent(workspace: Path, policy: ScriptedPolicy | None, model: str | None, capability: MementoCompaction[None]) -> Agent[None, str]:
+def build_agent(
+    workspace: Path, policy: ScriptedPolicy | None, model: str | None, capability: MementoCompaction[None]
+) -> Agent[None, str]:
     """A real agent with real tools; the scripted policy unless a real model is named."""
-    llm: Any = FunctionModel(policy) if model is None else model
+    llm: Any = model if policy is None else FunctionModel(policy)
     agent: Agent[None, str] = Agent(
         llm,
         capabilities=[capability],
@@ -130,9 +136,14 @@ def build_agent(workspace: Path, policy: ScriptedPolicy | None, model: str | Non
     return agent
 
 
-def run_demo(store: GraphStore, *, model: str | None = None, budget: int = 2_500, quiet: bool = False) -> dict[str, Any]:
+def run_demo(
+    store: GraphStore, *, model: str | None = None, budget: int = 2_500, quiet: bool = False
+) -> dict[str, Any]:
     """Run the demo session against `store` and return its summary."""
-    say = (lambda text: None) if quiet else (lambda text: print(text, flush=True))
+    def say(text: str) -> None:
+        if not quiet:
+            print(text, flush=True)
+
     counter = TokenCounter()
     session = f'demo-{uuid.uuid4().hex[:8]}'
     started = time.perf_counter()
@@ -163,9 +174,7 @@ def run_demo(store: GraphStore, *, model: str | None = None, budget: int = 2_500
         block = blocks[0]
         recovered = store.recover_block(block.id, session_id=session)
         log = [e for e in store.read_events(session) if e.kind == 'message']
-        logged = b''.join(
-            e.payload for e in log if block.first_message <= (e.message_index or 0) <= block.last_message
-        )
+        logged = b''.join(e.payload for e in log if block.first_message <= (e.message_index or 0) <= block.last_message)
         recovered_exact = serialize_messages(recovered.messages) == block.messages_json and all(
             serialize_messages([m]) in logged for m in recovered.messages
         )
@@ -174,7 +183,7 @@ def run_demo(store: GraphStore, *, model: str | None = None, budget: int = 2_500
             f'byte-exact: {recovered_exact}')  # fmt: skip
 
     hits = store.search_text('mod_3', k=3, session_id=session)
-    say(f'\nrecall "mod_3": ' + (', '.join(f'{h.id} ({h.score:.2f})' for h in hits) or 'nothing'))
+    say('\nrecall "mod_3": ' + (', '.join(f'{h.id} ({h.score:.2f})' for h in hits) or 'nothing'))
     summary = {
         'session_id': session,
         'store': store.uri,

@@ -147,7 +147,9 @@ def register(commands: argparse._SubParsersAction[argparse.ArgumentParser]) -> N
         description=_DESCRIPTION,
         formatter_class=argparse.RawDescriptionHelpFormatter,
     )
-    replay.add_argument('paths', nargs='+', metavar='PATH', help='transcript files (.traj.json, OpenAI chat, pydantic-ai)')
+    replay.add_argument(
+        'paths', nargs='+', metavar='PATH', help='transcript files (.traj.json, OpenAI chat, pydantic-ai)'
+    )
     replay.add_argument(
         '--store',
         metavar='URI',

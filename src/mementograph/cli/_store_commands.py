@@ -23,7 +23,10 @@ def _stats(args: argparse.Namespace) -> int:
         uri = store.uri
     data = {'store': uri, 'namespace': args.namespace, **asdict(stats), 'tokens_saved': stats.tokens_saved}
     data.pop('details')
-    lines = [f'{"store":<20}{uri}', f'{"namespace":<20}{args.namespace}' + (f'  session {args.session}' if args.session else '')]
+    lines = [
+        f'{"store":<20}{uri}',
+        f'{"namespace":<20}{args.namespace}' + (f'  session {args.session}' if args.session else ''),
+    ]
     lines += [f'{key:<20}{value}' for key, value in data.items() if key not in ('store', 'namespace')]
     emit(args, data, '\n'.join(lines))
     return 0
@@ -89,7 +92,11 @@ def event_records(store: GraphStore, namespace: str, session_id: str | None) -> 
         for event in store.read_events(sid, namespace=namespace):
             record: dict[str, Any] = {'session_id': sid, 'seq': event.seq, 'kind': event.kind}
             if event.kind == 'message':
-                record |= {'message_index': event.message_index, 'sha256': event.sha256, 'message': json.loads(event.payload)[0]}
+                record |= {
+                    'message_index': event.message_index,
+                    'sha256': event.sha256,
+                    'message': json.loads(event.payload)[0],
+                }
             else:
                 record |= {'block_ids': list(event.block_ids), 'report': json.loads(event.payload)}
             records.append(record)
@@ -104,15 +111,12 @@ def _export(args: argparse.Namespace) -> int:
             records = event_records(store, args.namespace, args.session)
         else:
             records = export_records(store, args.namespace, args.session)
-    out = sys.stdout if args.output in (None, '-') else Path(args.output).open('w', encoding='utf-8')
-    try:
-        for record in records:
-            out.write(json.dumps(record, ensure_ascii=False) + '\n')
-    finally:
-        if out is not sys.stdout:
-            out.close()
-    if out is not sys.stdout:
-        print(f'wrote {len(records)} blocks to {args.output}', file=sys.stderr)
+    lines = ''.join(json.dumps(record, ensure_ascii=False) + '\n' for record in records)
+    if args.output in (None, '-'):
+        sys.stdout.write(lines)
+    else:
+        Path(args.output).write_text(lines, encoding='utf-8')
+        print(f'wrote {len(records)} records to {args.output}', file=sys.stderr)
     return 0
 
 
@@ -120,8 +124,12 @@ def _transcript(args: argparse.Namespace) -> int:
     with store_from(args) as store:
         events = store.read_events(args.session, namespace=args.namespace)
     if not events:
-        raise CliError(f'no session {args.session!r} in namespace {args.namespace!r} (see `mementograph stats`)', code=3)
-    messages = [message for event in events if event.kind == 'message' for message in deserialize_messages(event.payload)]
+        raise CliError(
+            f'no session {args.session!r} in namespace {args.namespace!r} (see `mementograph stats`)', code=3
+        )
+    messages = [
+        message for event in events if event.kind == 'message' for message in deserialize_messages(event.payload)
+    ]
     if args.json:
         data = [json.loads(event.payload)[0] for event in events if event.kind == 'message']
         emit(args, data, '')
@@ -135,7 +143,9 @@ def _transcript(args: argparse.Namespace) -> int:
             position += 1
         else:
             report = json.loads(event.payload)
-            lines.append(f'=== {event.kind} compaction: {", ".join(event.block_ids) or "-"} ({report.get("tokens_before", "?")} -> {report.get("tokens_after", "?")} tokens) ===')
+            lines.append(
+                f'=== {event.kind} compaction: {", ".join(event.block_ids) or "-"} ({report.get("tokens_before", "?")} -> {report.get("tokens_after", "?")} tokens) ==='
+            )
     sys.stdout.write('\n'.join(lines) + '\n')
     return 0
 

@@ -112,7 +112,9 @@ class GraphStore(Protocol):
         """Blocks in session order (`kind=None`: stubbed parts too)."""
         ...
 
-    def list_mementos(self, *, namespace: str = DEFAULT_NAMESPACE, session_id: str | None = None) -> list[MementoRecord]:
+    def list_mementos(
+        self, *, namespace: str = DEFAULT_NAMESPACE, session_id: str | None = None
+    ) -> list[MementoRecord]:
         """Mementos in session order."""
         ...
 

@@ -14,6 +14,7 @@ from contextlib import contextmanager
 from pathlib import Path
 from typing import Any, Final
 
+from ..._messages import deserialize_messages, message_text
 from .._schema import (
     DEFAULT_NAMESPACE,
     BlockKind,
@@ -27,7 +28,6 @@ from .._schema import (
     StoreStats,
     entity_id_for,
 )
-from ..._messages import deserialize_messages, message_text
 from ._base import check_block, fts_terms, now_iso
 from ._errors import (
     BlockNotFoundError,
@@ -300,7 +300,9 @@ class SqliteStore:
         created = now_iso()
         ns, sid = eviction.namespace, eviction.session_id
         with self._write() as conn:
-            conn.execute('INSERT OR IGNORE INTO sessions (namespace, id, created_at) VALUES (?, ?, ?)', (ns, sid, created))
+            conn.execute(
+                'INSERT OR IGNORE INTO sessions (namespace, id, created_at) VALUES (?, ?, ?)', (ns, sid, created)
+            )
             for block in eviction.blocks:
                 conn.execute(
                     'INSERT OR IGNORE INTO blocks (id, namespace, session_id, seq, kind, first_message, last_message, '
@@ -373,7 +375,9 @@ class SqliteStore:
             if exists:
                 continue
             if scope not in next_seq:
-                row = conn.execute('SELECT max(seq) FROM events WHERE namespace = ? AND session_id = ?', scope).fetchone()
+                row = conn.execute(
+                    'SELECT max(seq) FROM events WHERE namespace = ? AND session_id = ?', scope
+                ).fetchone()
                 next_seq[scope] = -1 if row[0] is None else int(row[0])
             next_seq[scope] += 1
             conn.execute(
@@ -397,8 +401,7 @@ class SqliteStore:
                 )
             ]
             page_ids = [
-                row[0]
-                for row in conn.execute('SELECT id FROM pages WHERE namespace = ? AND session_id = ?', scope)
+                row[0] for row in conn.execute('SELECT id FROM pages WHERE namespace = ? AND session_id = ?', scope)
             ]
             removed = 0
             for chunk_start in range(0, len(ids), 500):
@@ -454,7 +457,9 @@ class SqliteStore:
     ) -> BlockRecord:
         where, params = _scope_sql(namespace, session_id)
         with self._read() as conn:
-            row = conn.execute(f'SELECT {_BLOCK_COLUMNS} FROM blocks WHERE id = ? AND {where}', [block_id, *params]).fetchone()
+            row = conn.execute(
+                f'SELECT {_BLOCK_COLUMNS} FROM blocks WHERE id = ? AND {where}', [block_id, *params]
+            ).fetchone()
         if row is None:
             raise BlockNotFoundError(f'no evicted block {block_id!r} in namespace {namespace!r}' + (
                 f', session {session_id!r}' if session_id else ''))  # fmt: skip
@@ -467,7 +472,9 @@ class SqliteStore:
 
     def _mementos(self, where: str, params: Sequence[Any]) -> list[MementoRecord]:
         with self._read() as conn:
-            rows = conn.execute(f'SELECT {_MEMENTO_COLUMNS} FROM mementos WHERE {where} ORDER BY rid', params).fetchall()
+            rows = conn.execute(
+                f'SELECT {_MEMENTO_COLUMNS} FROM mementos WHERE {where} ORDER BY rid', params
+            ).fetchall()
             targets: dict[str, list[str]] = {row['id']: [] for row in rows}
             if targets:
                 for start in range(0, len(rows), 500):
@@ -539,7 +546,9 @@ class SqliteStore:
             ).fetchall()
         return [_block(row) for row in rows]
 
-    def list_mementos(self, *, namespace: str = DEFAULT_NAMESPACE, session_id: str | None = None) -> list[MementoRecord]:
+    def list_mementos(
+        self, *, namespace: str = DEFAULT_NAMESPACE, session_id: str | None = None
+    ) -> list[MementoRecord]:
         where, params = _scope_sql(namespace, session_id)
         return self._mementos(where, params)
 
@@ -609,7 +618,9 @@ class SqliteStore:
                     (text, row['id'], row['namespace'], row['session_id']),
                 )
             if rows:
-                conn.execute("INSERT OR REPLACE INTO meta (key, value) VALUES ('fts_blocks', ?)", (str(rows[-1]['rid']),))
+                conn.execute(
+                    "INSERT OR REPLACE INTO meta (key, value) VALUES ('fts_blocks', ?)", (str(rows[-1]['rid']),)
+                )
 
     def search_text(
         self, query: str, *, k: int = 10, namespace: str = DEFAULT_NAMESPACE, session_id: str | None = None
