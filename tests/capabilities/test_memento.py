@@ -217,3 +217,20 @@ def test_stubs_are_deterministic_and_keep_alternation() -> None:
         assert [message_text(m) for m in first] == [message_text(m) for m in again]
         assert all(stub_info(m) == info for m in first)
         assert 'recover_block("blk_1")' in ' '.join(message_text(m) for m in first)
+
+
+async def test_composes_as_a_harness_tier_and_keeps_pinned_parts(store: GraphStore) -> None:
+    from pydantic_ai.messages import ModelRequest
+    from pydantic_ai_harness.compaction import ClearToolResults, TieredCompaction, pin
+
+    memento = MementoCompaction(store, max_tokens=1_000_000, session_id='tier', micro_min_tokens=10**9)
+    tiered = TieredCompaction(tiers=[ClearToolResults(max_tokens=1, keep_pairs=20), memento], target_tokens=900)
+    model = ScriptedModel(steps=8)
+    agent = scripted_agent(model, [tiered])
+    pinned = ModelRequest(parts=[pin('Always answer in English. PINNED-RULE-42')])
+    result = await agent.run('Fix every module.', message_history=[pinned])
+
+    history = result.all_messages()
+    assert store.list_blocks(session_id='tier'), 'the memento tier never ran'
+    assert any('PINNED-RULE-42' in message_text(m) for m in history)
+    assert all('PINNED-RULE-42' in message_text(seen[0]) or any('PINNED-RULE-42' in message_text(m) for m in seen) for seen in model.seen)

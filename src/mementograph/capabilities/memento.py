@@ -292,6 +292,21 @@ class MementoCompaction(AbstractCapability[AgentDepsT]):
             )
         return new, report
 
+    async def compact(self, messages: list[ModelMessage], ctx: RunContext[AgentDepsT]) -> list[ModelMessage]:
+        """The `CompactionStrategy` protocol of pydantic-ai-harness: compact unconditionally (a tier of
+        `TieredCompaction` / `FallbackCompaction`). Archive first; on any failure the messages come back as they
+        were. Harness-pinned parts are never archived away."""
+        try:
+            compactor = self.compactor(ctx)
+            # unconditional: the orchestrator decides when to stop, so evict every completed block it may
+            compactor = replace(compactor, policy=self._policy(compactor.policy.high_water_tokens, manual=True))
+            new, report = await compactor.compact(list(messages), trigger='auto')
+        except Exception as exc:
+            await self._skipped(ctx, f'compaction failed: {type(exc).__name__}: {exc}', error=exc)
+            return messages
+        self._state.reports.append(report)
+        return new
+
     async def _skipped(self, ctx: RunContext[AgentDepsT], reason: str, *, error: BaseException | None = None) -> None:
         logger.warning('mementograph: %s; continuing with the full context', reason)
         warnings.warn(f'mementograph: {reason}; continuing with the full context', MementoWarning, stacklevel=2)
