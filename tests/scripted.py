@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from collections.abc import Callable
+from collections.abc import AsyncIterator, Callable
 from dataclasses import dataclass, field
 
 from pydantic_ai import Agent
@@ -13,7 +13,7 @@ from pydantic_ai.messages import (
     ToolCallPart,
     UserPromptPart,
 )
-from pydantic_ai.models.function import AgentInfo, FunctionModel
+from pydantic_ai.models.function import AgentInfo, DeltaToolCall, DeltaToolCalls, FunctionModel
 from pydantic_ai.usage import RequestUsage
 
 from mementograph._messages import message_text
@@ -57,8 +57,25 @@ class ScriptedModel:
         return ModelResponse(parts=[TextPart(f'All {self.steps} modules pass; exit code 0.')], usage=usage)
 
 
+async def _stream(
+    model: ScriptedModel, messages: list[ModelMessage], info: AgentInfo
+) -> AsyncIterator[str | DeltaToolCalls]:
+    """The same scripted replies, streamed (listeners of capability events make a run stream)."""
+    response = model(messages, info)
+    for index, part in enumerate(response.parts):
+        if isinstance(part, TextPart):
+            yield part.content
+        elif isinstance(part, ToolCallPart):
+            yield {
+                index: DeltaToolCall(
+                    name=part.tool_name, json_args=part.args_as_json_str(), tool_call_id=part.tool_call_id
+                )
+            }
+
+
 def scripted_agent(model: ScriptedModel, capabilities: list[object], **kwargs: object) -> Agent[None, str]:
-    agent: Agent[None, str] = Agent(FunctionModel(model), capabilities=capabilities, **kwargs)  # type: ignore[arg-type]
+    function_model = FunctionModel(model, stream_function=lambda messages, info: _stream(model, messages, info))
+    agent: Agent[None, str] = Agent(function_model, capabilities=capabilities, **kwargs)  # type: ignore[arg-type]
 
     @agent.tool_plain
     def read_file(path: str) -> str:

@@ -233,4 +233,52 @@ async def test_composes_as_a_harness_tier_and_keeps_pinned_parts(store: GraphSto
     history = result.all_messages()
     assert store.list_blocks(session_id='tier'), 'the memento tier never ran'
     assert any('PINNED-RULE-42' in message_text(m) for m in history)
-    assert all('PINNED-RULE-42' in message_text(seen[0]) or any('PINNED-RULE-42' in message_text(m) for m in seen) for seen in model.seen)
+    assert all(
+        'PINNED-RULE-42' in message_text(seen[0]) or any('PINNED-RULE-42' in message_text(m) for m in seen)
+        for seen in model.seen
+    )
+
+
+async def test_spans_events_and_usage_are_observable(store: GraphStore) -> None:
+    from opentelemetry.sdk.trace import TracerProvider
+    from opentelemetry.sdk.trace.export import SimpleSpanProcessor
+    from opentelemetry.sdk.trace.export.in_memory_span_exporter import InMemorySpanExporter
+    from pydantic_ai.capabilities.instrumentation import Instrumentation
+    from pydantic_ai.models.instrumented import InstrumentationSettings
+
+    from mementograph import MementoEvictedEvent
+
+    exporter = InMemorySpanExporter()
+    provider = TracerProvider()
+    provider.add_span_processor(SimpleSpanProcessor(exporter))
+    model = ScriptedModel(steps=8)
+    capability = MementoCompaction(store, max_tokens=2_500, session_id='obs')
+    instrumentation = Instrumentation(settings=InstrumentationSettings(tracer_provider=provider))
+    agent = scripted_agent(model, [instrumentation, capability])
+    events: list[MementoEvictedEvent] = []
+
+    async def collect(ctx: object, stream: AsyncIterable[object]) -> None:
+        async for event in stream:
+            if isinstance(event, MementoEvictedEvent):
+                events.append(event)
+
+    await agent.run('Go.', event_stream_handler=collect)  # type: ignore[arg-type]
+
+    spans = [s for s in exporter.get_finished_spans() if s.name == 'memento_compaction']
+    assert spans and spans[0].attributes is not None
+    assert spans[0].attributes['mementograph.session_id'] == 'obs'
+    assert int(spans[0].attributes['mementograph.blocks_evicted']) >= 1  # type: ignore[arg-type]
+    assert events and events[0].block_ids and events[0].tokens_after < events[0].tokens_before
+    assert all(e.usage_tokens == 0 for e in events)  # extractive compressor + rubric judge spend no LLM tokens
+
+
+async def test_model_is_told_when_context_stays_near_the_hard_limit(store: GraphStore) -> None:
+    # Nothing can be evicted (a broken compressor), so the context grows past 95% of a tiny window.
+    model = ScriptedModel(steps=4)
+    capability = MementoCompaction(
+        store, max_tokens=500, context_window=900, compressor=ExplodingCompressor(), micro_min_tokens=10**9
+    )
+    with pytest.warns(MementoWarning):
+        result = await scripted_agent(model, [capability]).run('Go.')
+    notices = [m for m in result.all_messages() if 'could not be compacted further' in message_text(m)]
+    assert len(notices) == 1
