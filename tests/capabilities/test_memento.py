@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import warnings
+from collections.abc import AsyncIterable
 from pathlib import Path
 
 import pytest
