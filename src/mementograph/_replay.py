@@ -18,7 +18,9 @@ model received and in the recovered blocks.
 
 from __future__ import annotations
 
+import itertools
 import json
+import re
 import time
 from collections.abc import Sequence
 from dataclasses import dataclass, field, replace
@@ -174,9 +176,9 @@ class ReplayTrace:
         previous request (what a provider's prompt cache could serve), and tokens sent."""
         serialized = _SerializedCache()
         cached = sent = 0
-        for previous, current in zip(self.requests, self.requests[1:]):
+        for previous, current in itertools.pairwise(self.requests):
             common = 0
-            for old, new in zip(previous, current):
+            for old, new in zip(previous, current, strict=False):
                 if old is not new and serialized(old) != serialized(new):
                     break
                 common += 1
@@ -225,7 +227,11 @@ def _is_synthetic(message: ModelMessage) -> bool:
             return True
         if isinstance(part, UserPromptPart) and not isinstance(part.content, str):
             for item in part.content:
-                if isinstance(item, TextContent) and isinstance(item.metadata, dict) and MICRO_METADATA in item.metadata:
+                if (
+                    isinstance(item, TextContent)
+                    and isinstance(item.metadata, dict)
+                    and MICRO_METADATA in item.metadata
+                ):
                     return True
     return False
 
@@ -331,11 +337,19 @@ def trajectory_facts(messages: Sequence[ModelMessage]) -> list[Fact]:
     return list(unique.values())
 
 
+_ANSI: Final = re.compile(r'\x1b\[[0-9;?]*[A-Za-z]')
+
+
 def facts_present(facts: Sequence[Fact], text: str) -> list[bool]:
-    """For each fact, whether `text` carries it (`fact_present`: verbatim at word boundaries, exit codes by value)."""
+    """For each fact, whether `text` carries it (`fact_present`: verbatim at word boundaries, exit codes by value).
+
+    Terminal colour codes are removed from `text` first, as `critical_facts` removes them before extracting (a
+    coloured `\x1b[1m732 passed\x1b[0m` carries the fact `732 passed`).
+    """
     from .knowledge_graph.memory import fact_present
 
-    return [fact_present(fact, text) for fact in facts]
+    plain = _ANSI.sub('', text)
+    return [fact_present(fact, plain) for fact in facts]
 
 
 @dataclass(frozen=True)
@@ -375,7 +389,7 @@ def _first_difference(left: bytes, right: bytes) -> str:
         if isinstance(a, list) and isinstance(b, list):
             if len(a) != len(b):
                 return f'{path}: {len(a)} items != {len(b)} items'
-            for index, (x, y) in enumerate(zip(a, b)):
+            for index, (x, y) in enumerate(zip(a, b, strict=True)):
                 found = walk(x, y, f'{path}[{index}]')
                 if found:
                     return found
@@ -425,7 +439,7 @@ def check_archive(
             positions = range(block.first_message, block.last_message + 1)
             if len(recovered.messages) != len(positions):
                 problem = f'{len(recovered.messages)} messages recovered for {len(positions)} log positions'
-            for offset, (message, position) in enumerate(zip(recovered.messages, positions)):
+            for offset, (message, position) in enumerate(zip(recovered.messages, positions, strict=False)):
                 if problem is not None:
                     break
                 data = serialized(message)
@@ -439,7 +453,9 @@ def check_archive(
                     problem = f'message {offset} is beyond the run history ({len(history)} messages)'
                 elif serialized(history[position]) != data:
                     difference = _first_difference(data, serialized(history[position]))
-                    problem = f'message {offset} differs from the run at position {position} ({difference}; block != run)'
+                    problem = (
+                        f'message {offset} differs from the run at position {position} ({difference}; block != run)'
+                    )
         retention: float | None = None
         if block.kind == 'block':
             memento = store.memento_of(block.id, namespace=namespace, session_id=session_id)
@@ -460,7 +476,7 @@ def check_archive(
     return checks, mismatch
 
 
-def _share(part: int, whole: int, empty: float = 1.0) -> float:
+def _share(part: float, whole: float, empty: float = 1.0) -> float:
     return part / whole if whole else empty
 
 
@@ -635,9 +651,8 @@ def fresh_session_id(store: GraphStore, base: str, *, namespace: str = DEFAULT_R
     """`base`, or `base.2`, `base.3`, ... -- the first id the store holds nothing under (so a replay never continues
     an earlier session of a persistent store)."""
     candidate, number = base, 1
-    while (
-        store.last_message_index(candidate, namespace=namespace) >= 0
-        or store.list_blocks(namespace=namespace, session_id=candidate, kind=None)
+    while store.last_message_index(candidate, namespace=namespace) >= 0 or store.list_blocks(
+        namespace=namespace, session_id=candidate, kind=None
     ):
         number += 1
         candidate = f'{base}.{number}'
@@ -688,7 +703,9 @@ async def replay_report(
     except ValueError as exc:
         raise TranscriptError(f'{label}: {exc}') from exc
     sid = fresh_session_id(store, base, namespace=namespace)
-    capability: MementoCompaction[Any] = MementoCompaction(store, max_tokens=budget, session_id=sid, namespace=namespace)
+    capability: MementoCompaction[Any] = MementoCompaction(
+        store, max_tokens=budget, session_id=sid, namespace=namespace
+    )
     trace = await replay_messages(transcript, capabilities=[capability], counter=counter, record_history=True)
     return measure_replay(
         label,

@@ -153,20 +153,52 @@ class SessionCompactor:
     policy: CompactionPolicy
     mentions: MentionExtractor | None = None
     _logged_through: int | None = field(default=None, init=False, repr=False)
+    _seen: list[ModelMessage] = field(default_factory=list[ModelMessage], init=False, repr=False)
+    _seen_slots: list[Slot] = field(default_factory=list[Slot], init=False, repr=False)
+    _seen_tokens: int = field(default=0, init=False, repr=False)
+    _seen_position: int = field(default=0, init=False, repr=False)
+
+    # -- the live history -----------------------------------------------------------------------------------------
+
+    def view(self, messages: Sequence[ModelMessage]) -> tuple[list[Slot], int]:
+        """`layout(messages)` and their token count, reusing the work for an unchanged prefix.
+
+        Between compactions a history only grows, so each request costs an identity check of the known prefix
+        plus the new messages, not a re-read of every message.
+        """
+        known = len(self._seen)
+        if known > len(messages) or any(a is not b for a, b in zip(self._seen, messages, strict=False)):
+            self._seen, self._seen_slots, self._seen_tokens, self._seen_position, known = [], [], 0, 0, 0
+        if known < len(messages):
+            self._seen_slots, self._seen_position = layout(
+                messages, start=known, slots=self._seen_slots, position=self._seen_position
+            )
+            self._seen_tokens += self.counter.count_messages(messages[known:])
+            self._seen = list(messages)
+        return self._seen_slots, self._seen_tokens
+
+    def tokens(self, messages: Sequence[ModelMessage]) -> int:
+        """Tokens of a live history (cached per message and per unchanged prefix)."""
+        return self.view(messages)[1]
 
     # -- the full record ------------------------------------------------------------------------------------------
 
     def sync_log(self, messages: Sequence[ModelMessage]) -> int:
         """Append every original message the session log does not hold yet; returns how many were appended."""
-        slots, _ = layout(messages)
+        slots, _ = self.view(messages)
         if self._logged_through is None:
             self._logged_through = self.store.last_message_index(self.session_id, namespace=self.namespace)
+        pending: list[Slot] = []
+        for slot in reversed(slots):  # the new messages are at the end
+            if slot.log_index <= self._logged_through:
+                break
+            if slot.stub is None:
+                pending.append(slot)
         new = [
             SessionEvent.for_message(
                 messages[slot.index], session_id=self.session_id, namespace=self.namespace, index=slot.log_index
             )
-            for slot in slots
-            if slot.stub is None and slot.log_index > self._logged_through
+            for slot in reversed(pending)
         ]
         if new:
             self.store.append_events(new)
@@ -192,6 +224,13 @@ class SessionCompactor:
         if tokens > self.policy.low_water_tokens:
             current, report = await self._evict(current, tokens, report)
         current, report = await self._merge(current, report)
+        for _ in range(3):  # still over the mark with nothing left to evict: fold mementos further
+            if self.counter.count_messages(current) <= self.policy.high_water_tokens:
+                break
+            merged = len(report.merged_memento_ids)
+            current, report = await self._merge(current, report, force=True)
+            if len(report.merged_memento_ids) == merged:
+                break
         after = self.counter.count_messages(current)
         report = replace(report, tokens_after=after)
         if not report.changed and report.skipped is None:
@@ -432,13 +471,13 @@ class SessionCompactor:
         return float(ratio) if isinstance(ratio, int | float) else 0.2
 
     async def _merge(
-        self, messages: list[ModelMessage], report: CompactionReport
+        self, messages: list[ModelMessage], report: CompactionReport, *, force: bool = False
     ) -> tuple[list[ModelMessage], CompactionReport]:
         """Mementos of mementos: when stubs alone outgrow their share, merge the oldest adjacent run of them."""
         budget = int(self.policy.high_water_tokens * self.policy.memento_share)
         slots, _ = layout(messages)
         stub_slots = [s for s in slots if s.stub is not None]
-        if sum(self.counter.count_message(messages[s.index]) for s in stub_slots) <= budget:
+        if not force and sum(self.counter.count_message(messages[s.index]) for s in stub_slots) <= budget:
             return messages, report
         # stubs grouped per memento (a stub may be two messages), then the oldest run of adjacent groups
         groups: list[list[Slot]] = []

@@ -187,16 +187,22 @@ class Slot:
     pinned: bool
 
 
-def layout(messages: Sequence[ModelMessage]) -> tuple[list[Slot], int]:
-    """Slots of a live history and the log position the next new message gets."""
-    slots: list[Slot] = []
-    position = 0
-    for index, message in enumerate(messages):
+def layout(
+    messages: Sequence[ModelMessage], *, start: int = 0, slots: Sequence[Slot] = (), position: int = 0
+) -> tuple[list[Slot], int]:
+    """Slots of a live history and the log position the next new message gets.
+
+    `start`, `slots` and `position` continue an earlier layout of `messages[:start]`, so a grown history is laid
+    out by reading only its new messages.
+    """
+    out = list(slots[:start])
+    for index in range(start, len(messages)):
+        message = messages[index]
         info = stub_info(message)
         if info is not None:
-            slots.append(Slot(index=index, log_index=info.first_message, stub=info, pinned=False))
+            out.append(Slot(index=index, log_index=info.first_message, stub=info, pinned=False))
             position = max(position, info.last_message + 1)
         else:
-            slots.append(Slot(index=index, log_index=position, stub=None, pinned=is_pinned(message)))
+            out.append(Slot(index=index, log_index=position, stub=None, pinned=is_pinned(message)))
             position += 1
-    return slots, position
+    return out, position

@@ -21,7 +21,7 @@ from typing import TYPE_CHECKING, Any, Literal
 from pydantic_ai import RunContext
 from pydantic_ai.capabilities import AbstractCapability
 from pydantic_ai.capabilities.abstract import WrapRunHandler
-from pydantic_ai.messages import ModelMessage, SystemPromptPart
+from pydantic_ai.messages import ModelMessage, ModelRequest, SystemPromptPart
 from pydantic_ai.tools import AgentDepsT
 from pydantic_ai.toolsets import AbstractToolset
 
@@ -336,8 +336,9 @@ class MementoCompaction(AbstractCapability[AgentDepsT]):
         """Log new messages; past the high-water mark, compact (archive first, then rewrite the history)."""
         try:
             compactor = self.compactor(ctx)
+            _stamp_pending_request(ctx)
             compactor.sync_log(ctx.messages)
-            tokens = compactor.counter.count_messages(ctx.messages)
+            tokens = compactor.tokens(ctx.messages)
         except Exception as exc:
             await self._skipped(ctx, f'memory unavailable: {type(exc).__name__}: {exc}', error=exc)
             return request_context
@@ -363,6 +364,15 @@ class MementoCompaction(AbstractCapability[AgentDepsT]):
             ctx.enqueue(SystemPromptPart(notice, scope='request'))
         except Exception:
             logger.warning('mementograph: %s', notice)
+
+
+def _stamp_pending_request(ctx: RunContext[Any]) -> None:
+    """Give the request about to be sent the run and conversation ids pydantic-ai stamps on it right after the
+    `before_model_request` hooks, so the log records it exactly as the history will hold it."""
+    last = ctx.messages[-1] if ctx.messages else None
+    if isinstance(last, ModelRequest):
+        last.run_id = last.run_id or ctx.run_id
+        last.conversation_id = last.conversation_id or ctx.conversation_id
 
 
 def _default_mentions() -> MentionExtractor | None:

@@ -8,7 +8,7 @@ from collections.abc import Sequence
 
 from .._tokens import TokenizerUnavailableError
 from ..knowledge_graph.store import NotFoundError, StoreError
-from . import _store_commands
+from . import _replay_cmd, _store_commands
 from ._common import CliError
 
 __all__ = ('build_parser', 'main')
@@ -30,6 +30,7 @@ def build_parser() -> argparse.ArgumentParser:
 
     _demo.register(commands)
     _store_commands.register(commands)
+    _replay_cmd.register(commands)
     return parser
 
 

@@ -1,0 +1,228 @@
+"""`replay`: recorded transcripts through a real Agent, with and without MementoCompaction, measured."""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+from typing import Any
+
+import pytest
+from pydantic_ai.messages import ModelMessagesTypeAdapter
+
+from mementograph import open_store
+from mementograph._messages import serialize_messages
+from mementograph._replay import ReplayReport, replay_messages, replay_report, summarize_reports
+from mementograph._tokens import TokenCounter
+from mementograph._transcripts import load_transcript, parse_transcript
+from mementograph.cli import main
+from tests.conftest import shared_data
+
+CONTRACT_FIELDS = (
+    'peak_tokens_baseline',
+    'peak_tokens',
+    'reduction',
+    'blocks_evicted',
+    'blocks_recovered_exact',
+    'fact_retention',
+    'facts_in_context',
+    'facts_available',
+    'memento_acceptance',
+    'cache_prefix_stability',
+)
+
+
+def _module_body(step: int) -> str:
+    lines = [f'def handler_{step}_{i}(value):  # src/app/module_{step}.py:{i + 1}' for i in range(30)]
+    return '\n'.join(lines) + f'\n<returncode>0</returncode> checked module_{step} in {step + 10}.5 ms'
+
+
+def chat_transcript(steps: int = 20) -> list[dict[str, Any]]:
+    """An OpenAI-chat transcript: a task, `steps` tool calls with ~400-token outputs, a final answer."""
+    chat: list[dict[str, Any]] = [
+        {'role': 'system', 'content': 'You are a careful coding agent. Use the bash tool.'},
+        {'role': 'user', 'content': 'Find why tests/test_core.py::test_handlers fails and fix src/app/core.py.'},
+    ]
+    for step in range(steps):
+        call = {'command': f'cat src/app/module_{step}.py && pytest -q tests/test_module_{step}.py'}
+        chat.append(
+            {
+                'role': 'assistant',
+                'content': f'Step {step}: checking `module_{step}` (handler_{step}_0 looked suspicious).',
+                'tool_calls': [
+                    {
+                        'id': f'call_{step}',
+                        'type': 'function',
+                        'function': {'name': 'bash', 'arguments': json.dumps(call)},
+                    }
+                ],
+            }
+        )
+        chat.append({'role': 'tool', 'tool_call_id': f'call_{step}', 'content': _module_body(step)})
+    chat.append({'role': 'assistant', 'content': f'All {steps} modules pass; the fix is in src/app/core.py.'})
+    return chat
+
+
+@pytest.fixture
+def chat_file(tmp_path: Path) -> Path:
+    path = tmp_path / 'session.json'
+    path.write_text(json.dumps(chat_transcript()), encoding='utf-8')
+    return path
+
+
+def _assert_exact(report: ReplayReport) -> None:
+    """Every archived block and part recovered byte-exact, and the session log equals the run's history."""
+    assert report.problems == ()
+    assert report.log_matches_history
+    assert report.blocks_recovered_exact == report.blocks_evicted
+    assert report.parts_recovered_exact == report.parts_stubbed
+    assert report.facts_available == 1.0
+
+
+def _assert_within_budget(report: ReplayReport) -> None:
+    if report.max_message_tokens <= report.budget:
+        assert report.peak_tokens <= report.budget * 1.1, (report.peak_tokens, report.max_message_tokens)
+
+
+# -------------------------------------------------------------------------------------------- the measurement
+
+
+async def test_replay_of_a_real_trajectory() -> None:
+    path = shared_data('agent_trajectories', 'sympy__sympy-15345.traj.json')
+    store = open_store('memory://')
+    report = await replay_report(path, store=store, budget=8_000)
+
+    assert report.session_id == 'sympy__sympy-15345'
+    assert report.peak_tokens_baseline > 8_000
+    assert report.reduction > 0
+    assert report.blocks_evicted > 0
+    assert 0 < report.facts_in_context <= report.facts_available <= 1.0
+    assert report.fact_retention >= 0.9
+    assert 0 < report.cache_prefix_stability <= 1.0
+    _assert_within_budget(report)
+    data = report.to_dict()
+    assert list(data)[1 : len(CONTRACT_FIELDS) + 1] == list(CONTRACT_FIELDS)
+    _assert_exact(report)
+
+
+async def test_replay_of_a_chat_transcript_evicts_and_recovers(chat_file: Path) -> None:
+    store = open_store('memory://')
+    report = await replay_report(chat_file, store=store, budget=2_500)
+    assert report.reduction > 0.3
+    assert report.blocks_evicted >= 3
+    assert report.mementos >= report.blocks_evicted and report.memento_acceptance > 0
+    assert report.facts_total > 50
+    assert report.facts_in_context < 1.0  # evicted facts left the context...
+    _assert_within_budget(report)
+    _assert_exact(report)  # ...and every one of them is recoverable
+
+
+async def test_same_file_twice_gets_fresh_sessions(chat_file: Path, tmp_path: Path) -> None:
+    store = open_store(f'sqlite://{tmp_path / "replay.db"}')
+    first = await replay_report(chat_file, store=store, budget=2_500)
+    second = await replay_report(chat_file, store=store, budget=2_500)
+    assert (first.session_id, second.session_id) == ('session', 'session.2')
+    assert first.blocks_evicted == second.blocks_evicted
+    assert sum(first.to_dict()[f] != second.to_dict()[f] for f in ('peak_tokens_baseline', 'requests')) == 0
+    store.close()
+
+
+async def test_replay_does_not_touch_the_transcript(chat_file: Path) -> None:
+    messages = load_transcript(chat_file)
+    before = serialize_messages(messages)
+    counter = TokenCounter()
+    first = await replay_messages(messages, counter=counter)
+    second = await replay_messages(messages, counter=counter)
+    assert serialize_messages(messages) == before
+    assert first.tokens == second.tokens
+    # every reply reports the usage of the request it answered (what a provider would report)
+    replies = [m for m in second.final_history if m.kind == 'response']
+    assert [r.usage.input_tokens for r in replies] == second.tokens
+
+
+def test_summary_pools_shares() -> None:
+    def report(facts: int, in_context: int, blocks: int) -> ReplayReport:
+        return ReplayReport(
+            source='x', session_id='x', budget=100, messages=10, requests=5, peak_tokens_baseline=200, peak_tokens=100,
+            mean_tokens_baseline=150, mean_tokens=80, max_message_tokens=50, blocks_evicted=blocks,
+            blocks_recovered_exact=blocks, parts_stubbed=0, parts_recovered_exact=0, retention_blocks=blocks,
+            retention_sum=float(blocks), facts_total=facts, facts_in_context_count=in_context,
+            facts_available_count=facts, mementos=blocks, mementos_verified=blocks, stable_transitions=3,
+            transitions=4, log_matches_history=True,
+        )  # fmt: skip
+
+    total = summarize_reports([report(10, 5, 1), report(30, 30, 3)])
+    assert total['facts_in_context'] == round(35 / 40, 4)
+    assert total['reduction'] == 0.5 and total['peak_tokens'] == 100
+    assert total['blocks_evicted'] == total['blocks_recovered_exact'] == 4
+    assert total['cache_prefix_stability'] == 0.75
+
+
+# -------------------------------------------------------------------------------------------- the command
+
+
+def test_cli_replay_json_parses(chat_file: Path, tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
+    # the same transcript as pydantic-ai JSON replays to the same numbers
+    as_pydantic_ai = tmp_path / 'session-pai.json'
+    as_pydantic_ai.write_bytes(ModelMessagesTypeAdapter.dump_json(parse_transcript(chat_file.read_bytes())))
+    code = main(['replay', str(chat_file), str(as_pydantic_ai), '--budget', '2500', '--json'])
+    captured = capsys.readouterr()
+    assert code == 0, captured.err
+    data = json.loads(captured.out)
+    assert data['store'] == 'memory://' and data['budget'] == 2_500
+    files, total = data['files'], data['total']
+    assert [Path(f['path']).name for f in files] == ['session.json', 'session-pai.json']
+    for entry in (*files, total):
+        for name in CONTRACT_FIELDS:
+            assert isinstance(entry[name], int | float), name
+    assert files[0]['peak_tokens_baseline'] == files[1]['peak_tokens_baseline']
+    assert total['blocks_evicted'] == files[0]['blocks_evicted'] + files[1]['blocks_evicted'] > 0
+    assert '[1/2]' in captured.err and '[2/2]' in captured.err  # progress for many files
+
+
+def test_cli_replay_real_trajectory_json(capsys: pytest.CaptureFixture[str]) -> None:
+    path = shared_data('agent_trajectories', 'sympy__sympy-15345.traj.json')
+    assert main(['replay', str(path), '--json']) == 0
+    data = json.loads(capsys.readouterr().out)
+    assert data['budget'] == 8_000
+    assert data['files'][0]['reduction'] > 0 and data['total']['reduction'] == data['files'][0]['reduction']
+
+
+def test_cli_replay_text(chat_file: Path, capsys: pytest.CaptureFixture[str]) -> None:
+    assert main(['replay', str(chat_file), '--budget', '2500']) == 0
+    out = capsys.readouterr().out
+    assert 'session.json' in out and 'budget 2500 tokens, store memory://' in out
+
+
+def test_cli_malformed_file_names_file_and_position(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
+    bad = tmp_path / 'broken.json'
+    bad.write_text('[\n  {"role": "user", "content": "hi"},\n  {"role": \n', encoding='utf-8')
+    code = main(['replay', str(bad)])
+    err = capsys.readouterr().err
+    assert code != 0
+    assert str(bad) in err and 'line 4' in err and 'column' in err
+    assert 'Traceback' not in err and len(err.strip().splitlines()) == 1
+
+
+def test_cli_bad_message_names_its_index(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
+    bad = tmp_path / 'roles.json'
+    bad.write_text(json.dumps([{'role': 'user', 'content': 'task'}, {'role': 'robot', 'content': 'x'}]))
+    assert main(['replay', str(bad)]) != 0
+    err = capsys.readouterr().err
+    assert str(bad) in err and 'message 1' in err and "'robot'" in err
+
+
+def test_cli_missing_file_is_one_clear_line(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str], chat_file: Path
+) -> None:
+    missing = tmp_path / 'nope.traj.json'
+    code = main(['replay', str(chat_file), str(missing), '--json'])
+    captured = capsys.readouterr()
+    assert code != 0
+    assert captured.out == ''  # nothing was replayed: every file is checked first
+    assert str(missing) in captured.err and 'No such file' in captured.err
+    assert 'Traceback' not in captured.err and len(captured.err.strip().splitlines()) == 1
+
+
+def test_cli_rejects_a_non_positive_budget(chat_file: Path, capsys: pytest.CaptureFixture[str]) -> None:
+    assert main(['replay', str(chat_file), '--budget', '0']) == 2
+    assert '--budget' in capsys.readouterr().err
