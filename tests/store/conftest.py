@@ -31,15 +31,34 @@ def _sqlite_tamper(store: GraphStore) -> Callable[[str], None]:
     return tamper
 
 
+def _neo4j_tamper(store: GraphStore) -> Callable[[str], None]:
+    from mementograph.knowledge_graph.store._neo4j import Neo4jStore
+
+    assert isinstance(store, Neo4jStore)
+
+    def tamper(block_id: str) -> None:
+        # The test reaches past the API on purpose: it plays someone editing the database behind the store's back.
+        driver = store._driver
+        records, _, _ = driver.execute_query(
+            'MATCH (b:EvictedBlock {id: $id}) RETURN b.messages_json AS data', id=block_id, database_=store._database
+        )
+        assert records, f'no block {block_id} to tamper with'
+        altered = bytes(records[0]['data']).replace(b'a', b'b')
+        driver.execute_query(
+            'MATCH (b:EvictedBlock {id: $id}) SET b.messages_json = $data', id=block_id, data=altered,
+            database_=store._database,
+        )  # fmt: skip
+
+    return tamper
+
+
 @pytest.fixture(params=['memory', 'sqlite', 'neo4j'])
 def backend(request: pytest.FixtureRequest, tmp_path: Path, unique_namespace: str) -> Iterator[Backend]:
     kind = request.param
     if kind == 'neo4j':
         server = request.getfixturevalue('neo4j_server')
         store = open_store(neo4j_uri_with_auth(server))
-        from mementograph.knowledge_graph.store._neo4j import tamper_block
-
-        tamper: Callable[[str], None] = lambda block_id: tamper_block(store, block_id)  # noqa: E731
+        tamper = _neo4j_tamper(store)
     else:
         store = open_store('memory://' if kind == 'memory' else f'sqlite://{tmp_path / "memory.db"}')
         tamper = _sqlite_tamper(store)

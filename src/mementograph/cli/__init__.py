@@ -8,7 +8,7 @@ from collections.abc import Sequence
 
 from .._tokens import TokenizerUnavailableError
 from ..knowledge_graph.store import NotFoundError, StoreError
-from . import _replay_cmd, _store_commands
+from . import _query, _replay_cmd, _store_commands
 from ._common import CliError
 
 __all__ = ('build_parser', 'main')
@@ -31,6 +31,7 @@ def build_parser() -> argparse.ArgumentParser:
     _demo.register(commands)
     _store_commands.register(commands)
     _replay_cmd.register(commands)
+    _query.register(commands)
     return parser
 
 

@@ -1,5 +1,6 @@
 """Graph stores: the `GraphStore` protocol, the embedded SQLite default, `memory://` and Neo4j."""
 
+from ._base import recover_chain
 from ._errors import (
     BlockIntegrityError,
     BlockNotFoundError,
@@ -13,7 +14,6 @@ from ._errors import (
     UnknownStoreSchemeError,
     UnsupportedQueryError,
 )
-from ._base import recover_chain
 from ._open import NEO4J_SCHEMES, STORE_ENV, SUPPORTED_SCHEMES, default_store_uri, open_store, resolve_store_uri
 from ._protocol import GraphStore, RecoveredBlock, TextHit
 from ._sqlite import SqliteStore

@@ -12,7 +12,7 @@ import threading
 from collections.abc import Iterator, Mapping, Sequence
 from contextlib import contextmanager
 from pathlib import Path
-from typing import Any, Final
+from typing import TYPE_CHECKING, Any, Final
 
 from ..._messages import deserialize_messages, message_text
 from .._schema import (
@@ -38,6 +38,9 @@ from ._errors import (
     UnsupportedQueryError,
 )
 from ._protocol import RecoveredBlock, TextHit
+
+if TYPE_CHECKING:  # recall reads (section at the end of SqliteStore); a runtime import would be circular
+    from ..recall._values import BlockInfo, EntityLookup
 
 __all__ = ('SqliteStore',)
 
@@ -658,10 +661,65 @@ class SqliteStore:
         *,
         session_id: str | None = None,
         namespace: str | None = None,
+        limit: int | None = None,
+        timeout: float | None = None,
     ) -> list[dict[str, Any]]:
-        raise UnsupportedQueryError(
-            'Cypher queries need the Neo4j backend (--store neo4j://HOST:7687); the embedded store does not run Cypher'
+        """Run a read-only Cypher query over this store's graph of one namespace (the documented embedded subset,
+        through grand-cypher; docs/cypher.md); rows as plain dicts.
+
+        The same write refusal as on Neo4j applies first. `$namespace` (default `'default'`) and `$session_id` are
+        always defined, and the view holds only that namespace. A query outside the subset raises
+        `UnsupportedQueryError` saying it needs the Neo4j backend, rather than answering differently.
+
+        Args:
+            cypher: a read query.
+            params: query parameters (strings, numbers, booleans, null, flat lists).
+            session_id: bound to `$session_id`.
+            namespace: bound to `$namespace`; the namespace whose graph the query sees.
+            limit: most rows returned before the query fails (default 1000).
+            timeout: seconds before the query is abandoned (default 10).
+
+        Raises:
+            ReadOnlyViolationError: the query would write.
+            UnsupportedQueryError: the query needs the Neo4j backend.
+            QueryError: a missing parameter, more rows than `limit`, or the timeout.
+        """
+        from importlib.util import find_spec
+
+        from ._cypher import DEFAULT_QUERY_LIMIT, DEFAULT_QUERY_TIMEOUT, prepare_query, run_embedded, scoped_params
+
+        prepare_query(cypher)  # refuse writes before anything else, whatever the subset
+        if find_spec('grandcypher') is None:
+            raise UnsupportedQueryError(
+                'the embedded store runs Cypher through the grand-cypher package, which is not installed '
+                '(pip install grand-cypher); or use the Neo4j backend (--store neo4j://HOST:7687)'
+            )
+        merged = scoped_params(params, session_id=session_id, namespace=namespace)
+        return run_embedded(
+            self.graph(namespace=merged['namespace']),
+            cypher,
+            merged,
+            limit=DEFAULT_QUERY_LIMIT if limit is None else limit,
+            timeout=DEFAULT_QUERY_TIMEOUT if timeout is None else timeout,
         )
+
+    def graph(self, *, namespace: str = DEFAULT_NAMESPACE) -> Any:
+        """The networkx `MultiDiGraph` view of one namespace, shaped like the Neo4j graph (labels in `__labels__`).
+
+        Built from the tables on demand and cached until the database changes (this connection's
+        `total_changes` or another connection's commit, seen through `PRAGMA data_version`), so repeated queries
+        between writes do not rebuild it. Treat it as read-only: it is shared between calls.
+        """
+        from ._cypher import sqlite_graph_view
+
+        with self._read() as conn:
+            version = (namespace, conn.total_changes, conn.execute('PRAGMA data_version').fetchone()[0])
+            cached: tuple[tuple[str, int, int], Any] | None = getattr(self, '_graph_cache', None)
+            if cached is not None and cached[0] == version:
+                return cached[1]
+            view = sqlite_graph_view(conn, namespace)
+        self._graph_cache = (version, view)
+        return view
 
     def stats(self, *, namespace: str | None = DEFAULT_NAMESPACE, session_id: str | None = None) -> StoreStats:
         where, params = _scope_sql(namespace, session_id)
@@ -692,3 +750,123 @@ class SqliteStore:
                 block_tokens=block_tokens,
                 memento_tokens=one(f'SELECT sum(tokens) FROM mementos WHERE level = 1 AND {where}', params),
             )
+
+    # -- recall reads (issue 6): entity postings and block neighbours ---------------------------------------------
+    # Recall itself is Python over these two reads (knowledge_graph/recall), so every backend ranks identically.
+
+    def entity_postings(
+        self,
+        keys: Sequence[str],
+        *,
+        namespace: str = DEFAULT_NAMESPACE,
+        session_id: str | None = None,
+        prefix: bool = False,
+        limit: int = 200,
+        max_entities: int = 64,
+    ) -> EntityLookup:
+        """Entities by key (or key prefix), each with its document frequency and the blocks in scope mentioning it.
+
+        Args:
+            keys: entity keys (`class:value`, see `entities.entity_key`); with `prefix`, key prefixes.
+            namespace: entities and blocks of this namespace only.
+            session_id: postings only from blocks of this session (`None`: the whole namespace). Document
+                frequencies and `total_blocks` are always namespace-wide.
+            prefix: match keys starting with each of `keys` (at most `max_entities` per prefix, in key order).
+            limit: postings per entity, most mentions first, then block id (0: document frequencies only).
+            max_entities: cap on the entities one prefix may match.
+        """
+        from ..recall._values import EntityLookup, EntityPostings, Posting
+
+        found: dict[str, tuple[str, str]] = {}
+        with self._read() as conn:
+            for key in dict.fromkeys(keys):
+                low = entity_id_for(namespace, key)
+                if prefix:
+                    rows = conn.execute(
+                        'SELECT key, name, kind FROM entities WHERE id >= ? AND id < ? ORDER BY id LIMIT ?',
+                        (low, low + '\U0010ffff', max_entities),
+                    ).fetchall()
+                else:
+                    rows = conn.execute('SELECT key, name, kind FROM entities WHERE id = ?', (low,)).fetchall()
+                for row in rows:
+                    found[row[0]] = (row[1], row[2])
+            total = conn.execute(
+                "SELECT count(*) FROM blocks WHERE namespace = ? AND kind = 'block'", (namespace,)
+            ).fetchone()[0]
+            entities: list[EntityPostings] = []
+            for key in sorted(found):
+                entity_id = entity_id_for(namespace, key)
+                blocks = conn.execute(
+                    "SELECT count(*) FROM mentions WHERE entity_id = ? AND source_id >= 'blk_' AND source_id < 'blk`'",
+                    (entity_id,),
+                ).fetchone()[0]
+                postings: list[Posting] = []
+                if limit > 0 and blocks:
+                    if session_id is None:
+                        rows = conn.execute(
+                            'SELECT m.source_id, m.count FROM mentions m WHERE m.entity_id = ? '
+                            "AND m.source_id >= 'blk_' AND m.source_id < 'blk`' "
+                            'ORDER BY m.count DESC, m.source_id LIMIT ?',
+                            (entity_id, limit),
+                        ).fetchall()
+                    else:
+                        rows = conn.execute(
+                            'SELECT m.source_id, m.count FROM mentions m JOIN blocks b ON b.id = m.source_id '
+                            "WHERE m.entity_id = ? AND b.namespace = ? AND b.session_id = ? AND b.kind = 'block' "
+                            'ORDER BY m.count DESC, m.source_id LIMIT ?',
+                            (entity_id, namespace, session_id, limit),
+                        ).fetchall()
+                    postings = [Posting(block_id=row[0], count=int(row[1])) for row in rows]
+                name, kind = found[key]
+                entities.append(
+                    EntityPostings(
+                        entity=EntityRecord(key=key, name=name, kind=kind), blocks=int(blocks), postings=tuple(postings)
+                    )
+                )
+        return EntityLookup(total_blocks=int(total), entities=tuple(entities))
+
+    def block_info(
+        self, block_ids: Sequence[str], *, namespace: str = DEFAULT_NAMESPACE, session_id: str | None = None
+    ) -> list[BlockInfo]:
+        """Position, size, time and `NEXT` neighbours of blocks (kind `block`), without their bytes.
+
+        Ids not found in scope are left out; the result follows the order of `block_ids` (duplicates once).
+        """
+        from ..recall._values import BlockInfo
+
+        where, params = _scope_sql(namespace, session_id)
+        infos: list[BlockInfo] = []
+        with self._read() as conn:
+            for block_id in dict.fromkeys(block_ids):
+                row = conn.execute(
+                    'SELECT id, namespace, session_id, seq, first_message, last_message, tokens, started_at '
+                    f"FROM blocks WHERE id = ? AND kind = 'block' AND {where}",
+                    [block_id, *params],
+                ).fetchone()
+                if row is None:
+                    continue
+                scope = (row['namespace'], row['session_id'], row['seq'])
+                previous = conn.execute(
+                    "SELECT id FROM blocks WHERE namespace = ? AND session_id = ? AND kind = 'block' AND seq < ? "
+                    'ORDER BY seq DESC LIMIT 1',
+                    scope,
+                ).fetchone()
+                following = conn.execute(
+                    "SELECT id FROM blocks WHERE namespace = ? AND session_id = ? AND kind = 'block' AND seq > ? "
+                    'ORDER BY seq LIMIT 1',
+                    scope,
+                ).fetchone()
+                infos.append(
+                    BlockInfo(
+                        id=row['id'],
+                        session_id=row['session_id'],
+                        seq=row['seq'],
+                        first_message=row['first_message'],
+                        last_message=row['last_message'],
+                        tokens=row['tokens'],
+                        started_at=row['started_at'],
+                        previous_id=None if previous is None else previous[0],
+                        next_id=None if following is None else following[0],
+                    )
+                )
+        return infos

@@ -1,0 +1,129 @@
+"""`query`: read-only Cypher over session memory, on Neo4j or (a documented subset) on the embedded store."""
+
+from __future__ import annotations
+
+import argparse
+import base64
+import inspect
+import json
+from collections.abc import Mapping, Sequence
+from typing import Any
+
+from ..knowledge_graph.store import GraphStore
+from ..knowledge_graph.store._cypher import DEFAULT_QUERY_LIMIT, DEFAULT_QUERY_TIMEOUT
+from ._common import CliError, add_store_options, emit, store_from
+
+__all__ = ('parse_param', 'register', 'run_query')
+
+_CELL_WIDTH = 60
+
+
+def parse_param(text: str) -> tuple[str, Any]:
+    """`NAME=VALUE`: VALUE is read as JSON when it parses (`5`, `true`, `null`, `[1, 2]`, `"5"`), else as text.
+
+    Raises:
+        CliError: no `=`, or an empty name.
+    """
+    name, sep, raw = text.partition('=')
+    name = name.strip().lstrip('$')
+    if not sep or not name:
+        raise CliError(f'--param takes NAME=VALUE, got {text!r}', code=2)
+    try:
+        return name, json.loads(raw)
+    except ValueError:
+        return name, raw
+
+
+def run_query(
+    store: GraphStore,
+    cypher: str,
+    params: Mapping[str, Any],
+    *,
+    session_id: str | None,
+    namespace: str,
+    limit: int,
+    timeout: float,
+) -> list[dict[str, Any]]:
+    """Run a query with a row limit and a timeout on the backends that take them (both built-in ones do; the
+    `GraphStore` protocol does not require them)."""
+    accepted = inspect.signature(store.query).parameters
+    if 'limit' in accepted and 'timeout' in accepted:
+        bounded: Any = store.query
+        rows: list[dict[str, Any]] = bounded(
+            cypher, params, session_id=session_id, namespace=namespace, limit=limit, timeout=timeout
+        )
+        return rows
+    return store.query(cypher, params, session_id=session_id, namespace=namespace)
+
+
+def _jsonable(value: Any) -> Any:
+    """Bytes as text when they are UTF-8 (archived JSON), else base64; everything else as it is."""
+    if isinstance(value, bytes | bytearray):
+        try:
+            return bytes(value).decode('utf-8')
+        except UnicodeDecodeError:
+            return {'base64': base64.b64encode(bytes(value)).decode('ascii')}
+    if isinstance(value, Mapping):
+        return {str(key): _jsonable(item) for key, item in value.items()}
+    if isinstance(value, list | tuple):
+        return [_jsonable(item) for item in value]
+    return value
+
+
+def _cell(value: Any) -> str:
+    text = value if isinstance(value, str) else json.dumps(_jsonable(value), ensure_ascii=False, default=str)
+    text = ' '.join(text.split())
+    return text if len(text) <= _CELL_WIDTH else text[: _CELL_WIDTH - 1] + '…'
+
+
+def render_table(rows: Sequence[Mapping[str, Any]]) -> str:
+    """Rows as an aligned text table (long cells cut; `--json` prints them whole)."""
+    if not rows:
+        return '(no rows)'
+    columns = list(dict.fromkeys(key for row in rows for key in row))
+    cells = [columns, *[[_cell(row.get(column)) for column in columns] for row in rows]]
+    widths = [max(len(line[i]) for line in cells) for i in range(len(columns))]
+    lines = ['  '.join(cell.ljust(width) for cell, width in zip(line, widths, strict=True)).rstrip() for line in cells]
+    lines.insert(1, '  '.join('-' * width for width in widths))
+    lines.append(f'({len(rows)} row{"s" if len(rows) != 1 else ""})')
+    return '\n'.join(lines)
+
+
+def _query(args: argparse.Namespace) -> int:
+    params = dict(parse_param(text) for text in args.param)
+    with store_from(args) as store:
+        rows = run_query(
+            store, args.cypher, params, session_id=args.session, namespace=args.namespace, limit=args.limit,
+            timeout=args.timeout,
+        )  # fmt: skip
+    emit(args, _jsonable(rows), render_table(rows))
+    return 0
+
+
+def register(commands: argparse._SubParsersAction[argparse.ArgumentParser]) -> None:
+    """Add the `query` command."""
+    query = commands.add_parser(
+        'query',
+        help='run a read-only Cypher query over session memory',
+        description='Run a read-only Cypher query. $namespace and $session_id are always defined; pass other '
+        'values with --param. Writes, LOAD CSV and admin procedures are refused. Neo4j runs any read query; the '
+        'embedded store runs the subset in docs/cypher.md and says when a query needs Neo4j.',
+    )
+    query.add_argument(
+        'cypher', metavar='CYPHER', help="e.g. 'MATCH (m:Memento {namespace: $namespace}) RETURN m.text'"
+    )
+    add_store_options(query)
+    query.add_argument('--session', help='bound to $session_id (default: null)')
+    query.add_argument(
+        '--param', action='append', default=[], metavar='NAME=VALUE', help='a query parameter; VALUE is JSON or text'
+    )
+    query.add_argument(
+        '--limit', type=int, default=DEFAULT_QUERY_LIMIT, help='fail past this many rows (default: %(default)s)'
+    )
+    query.add_argument(
+        '--timeout',
+        type=float,
+        default=DEFAULT_QUERY_TIMEOUT,
+        help='seconds before the query is stopped (default: %(default)s)',
+    )
+    query.set_defaults(func=_query)

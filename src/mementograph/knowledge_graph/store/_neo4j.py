@@ -1,0 +1,1131 @@
+"""`Neo4jStore` -- the graph in Neo4j 5.x through the official driver: for teams, scale and ad-hoc Cypher.
+
+Same semantics as the embedded store (the shared contract suite checks both): ids are derived from content, so
+every write is a `MERGE … ON CREATE SET` and a retried eviction changes nothing; one eviction is one managed
+write transaction of batched `UNWIND … MERGE` statements, committed whole or rolled back whole. The driver retries
+transient failures (deadlocks, leader switches, dropped connections) by re-running the whole transaction, which is
+safe precisely because it is idempotent. Writes of one session are serialized by a write lock on its `Session`
+node, which also makes the store-assigned event `seq` and memento `ordinal` gap-free under concurrency.
+
+Reads run in READ transactions; `query()` runs user Cypher there too, after the lexer-level check of `_cypher`.
+"""
+
+from __future__ import annotations
+
+import itertools
+import os
+from collections.abc import Callable, Iterator, Mapping, Sequence
+from contextlib import contextmanager
+from typing import Any, Final, LiteralString, TypeVar
+from urllib.parse import parse_qs, quote, unquote, urlsplit
+
+import neo4j
+from neo4j import Driver, GraphDatabase, ManagedTransaction
+from neo4j import exceptions as neo4j_errors
+from neo4j.graph import Node, Path, Relationship
+from neo4j.spatial import Point
+from neo4j.time import Date, DateTime, Duration, Time
+
+from .._schema import (
+    DEFAULT_NAMESPACE,
+    BlockKind,
+    BlockRecord,
+    EntityRecord,
+    Eviction,
+    MementoRecord,
+    Mention,
+    PageRecord,
+    SessionEvent,
+    SessionRecord,
+    StoreStats,
+    entity_id_for,
+)
+from ._base import check_block, fts_terms, now_iso
+from ._cypher import DEFAULT_QUERY_LIMIT, DEFAULT_QUERY_TIMEOUT, prepare_query, row_limit_message, scoped_params
+from ._errors import (
+    BlockNotFoundError,
+    MementoNotFoundError,
+    QueryError,
+    ReadOnlyViolationError,
+    StoreError,
+    StoreUnavailableError,
+)
+from ._protocol import RecoveredBlock, TextHit
+
+__all__ = ('FULLTEXT_INDEX', 'Neo4jStore', 'session_key')
+
+T = TypeVar('T')
+
+FULLTEXT_INDEX: Final = 'mementograph_text'
+CONNECTION_TIMEOUT: Final = 5.0
+"""Seconds to wait for a TCP/TLS connection: an unreachable server fails fast, with what to check."""
+RETRY_TIME: Final = 15.0
+"""Seconds the driver keeps retrying a transaction that failed transiently (then the caller gets the error)."""
+WRITE_TIMEOUT: Final = 120.0
+"""Server-side timeout of one write transaction (a stuck write is rolled back, never left holding locks)."""
+_APP: Final = {'app': 'mementograph'}
+
+_SCHEMA: Final = (
+    ('mementograph_session_key', 'CREATE CONSTRAINT mementograph_session_key IF NOT EXISTS FOR (n:Session) REQUIRE n.key IS UNIQUE'),
+    ('mementograph_block_id', 'CREATE CONSTRAINT mementograph_block_id IF NOT EXISTS FOR (n:EvictedBlock) REQUIRE n.id IS UNIQUE'),
+    ('mementograph_memento_id', 'CREATE CONSTRAINT mementograph_memento_id IF NOT EXISTS FOR (n:Memento) REQUIRE n.id IS UNIQUE'),
+    ('mementograph_page_id', 'CREATE CONSTRAINT mementograph_page_id IF NOT EXISTS FOR (n:Page) REQUIRE n.id IS UNIQUE'),
+    ('mementograph_entity_id', 'CREATE CONSTRAINT mementograph_entity_id IF NOT EXISTS FOR (n:Entity) REQUIRE n.id IS UNIQUE'),
+    ('mementograph_event_uid', 'CREATE CONSTRAINT mementograph_event_uid IF NOT EXISTS FOR (n:Event) REQUIRE n.uid IS UNIQUE'),
+    ('mementograph_block_order', 'CREATE INDEX mementograph_block_order IF NOT EXISTS FOR (n:EvictedBlock) ON (n.namespace, n.session_id, n.kind, n.seq)'),
+    ('mementograph_block_namespace', 'CREATE INDEX mementograph_block_namespace IF NOT EXISTS FOR (n:EvictedBlock) ON (n.namespace)'),
+    ('mementograph_block_session', 'CREATE INDEX mementograph_block_session IF NOT EXISTS FOR (n:EvictedBlock) ON (n.session_id)'),
+    ('mementograph_memento_namespace', 'CREATE INDEX mementograph_memento_namespace IF NOT EXISTS FOR (n:Memento) ON (n.namespace)'),
+    ('mementograph_memento_session', 'CREATE INDEX mementograph_memento_session IF NOT EXISTS FOR (n:Memento) ON (n.session_id)'),
+    ('mementograph_page_namespace', 'CREATE INDEX mementograph_page_namespace IF NOT EXISTS FOR (n:Page) ON (n.namespace)'),
+    ('mementograph_page_session', 'CREATE INDEX mementograph_page_session IF NOT EXISTS FOR (n:Page) ON (n.session_id)'),
+    ('mementograph_event_order', 'CREATE INDEX mementograph_event_order IF NOT EXISTS FOR (n:Event) ON (n.namespace, n.session_id, n.seq)'),
+    ('mementograph_event_session', 'CREATE INDEX mementograph_event_session IF NOT EXISTS FOR (n:Event) ON (n.session_id)'),
+    ('mementograph_entity_namespace', 'CREATE INDEX mementograph_entity_namespace IF NOT EXISTS FOR (n:Entity) ON (n.namespace)'),
+    ('mementograph_session_namespace', 'CREATE INDEX mementograph_session_namespace IF NOT EXISTS FOR (n:Session) ON (n.namespace)'),
+    (FULLTEXT_INDEX, f'CREATE FULLTEXT INDEX {FULLTEXT_INDEX} IF NOT EXISTS FOR (n:Memento|EvictedBlock) ON EACH [n.text] '
+                     'OPTIONS {indexConfig: {`fulltext.eventually_consistent`: true}}'),
+)  # fmt: skip
+_SCHEMA_RACE_CODES: Final = frozenset(
+    {
+        'Neo.ClientError.Schema.EquivalentSchemaRuleAlreadyExists',
+        'Neo.ClientError.Schema.ConstraintAlreadyExists',
+        'Neo.ClientError.Schema.IndexAlreadyExists',
+        'Neo.ClientError.Schema.ConstraintWithNameAlreadyExists',
+        'Neo.ClientError.Schema.IndexWithNameAlreadyExists',
+    }
+)
+
+
+def _q(text: str) -> LiteralString:
+    """Statement text for the driver. Every statement here is built from constants and fixed fragments
+    (`_scope`); values only ever travel as parameters, so this cast hides no injection."""
+    return text
+
+
+def session_key(namespace: str, session_id: str) -> str:
+    """The unique key of a `(:Session)`: session ids repeat across namespaces, the pair never does."""
+    return f'{namespace}\x1f{session_id}'
+
+
+def _event_uid(namespace: str, session_id: str, key: str) -> str:
+    return f'{namespace}\x1f{session_id}\x1f{key}'
+
+
+def _is_memento_id(item_id: str) -> bool:
+    return item_id.startswith('mem_')
+
+
+# -- statements -----------------------------------------------------------------------------------------------
+
+_LOCK_SESSION: Final = """
+MERGE (s:Session {key: $key})
+ON CREATE SET s.id = $session_id, s.namespace = $namespace, s.created_at = $created,
+              s.event_count = 0, s.memento_count = 0
+SET s.updated_at = $created
+"""
+"""Create the session if needed and take its write lock, so writers of one session queue. The SET reads nothing:
+a read before the lock could return a value another writer is about to change."""
+
+_READ_SESSION: Final = """
+MATCH (s:Session {key: $key})
+RETURN s.event_count AS events, s.memento_count AS mementos,
+       COLLECT { UNWIND $event_uids AS uid MATCH (e:Event {uid: uid}) RETURN uid } AS known_events,
+       COLLECT { UNWIND $memento_ids AS mid MATCH (m:Memento {id: mid}) RETURN mid } AS known_mementos,
+       COLLECT {
+         MATCH (p:EvictedBlock {namespace: $namespace, session_id: $session_id, kind: 'block'}) WHERE p.seq < $low
+         RETURN [p.seq, p.id] AS link
+         ORDER BY p.namespace DESC, p.session_id DESC, p.kind DESC, p.seq DESC, p.id DESC LIMIT 1
+       } AS before,
+       COLLECT {
+         MATCH (x:EvictedBlock {namespace: $namespace, session_id: $session_id, kind: 'block'})
+         WHERE $low <= x.seq <= $high
+         RETURN [x.seq, x.id] AS link
+       } AS within,
+       COLLECT {
+         MATCH (n:EvictedBlock {namespace: $namespace, session_id: $session_id, kind: 'block'}) WHERE n.seq > $high
+         RETURN [n.seq, n.id] AS link
+         ORDER BY n.namespace, n.session_id, n.kind, n.seq, n.id LIMIT 1
+       } AS after
+"""
+"""Under the session's lock, what this write must know: the counters, which of its events and mementos exist, and
+the blocks of the NEXT chain around the new blocks' seq range (ordering by the whole composite index key reads
+them straight off the index)."""
+
+_WRITE_EVICTION: Final = """
+MATCH (s:Session {key: $key})
+SET s.event_count = $event_count, s.memento_count = $memento_count
+WITH s
+CALL (s) {
+  UNWIND $blocks AS row
+  MERGE (b:EvictedBlock {id: row.id})
+  ON CREATE SET b += row.props, b.created_at = $created
+  MERGE (b)-[:IN_SESSION]->(s)
+}
+CALL () {
+  UNWIND $pairs AS pair
+  MATCH (a:EvictedBlock {id: pair[0]})
+  MATCH (b:EvictedBlock {id: pair[1]})
+  CALL (a, b) {
+    MATCH (a)-[r:NEXT]->(x) WHERE x <> b
+    DELETE r
+  }
+  MERGE (a)-[:NEXT]->(b)
+}
+CALL () {
+  UNWIND $mementos AS row
+  MERGE (m:Memento {id: row.id})
+  ON CREATE SET m += row.props, m.created_at = $created
+}
+CALL () {
+  UNWIND $summarizes AS row
+  MATCH (m:Memento {id: row.source})
+  OPTIONAL MATCH (tb:EvictedBlock {id: row.target})
+  OPTIONAL MATCH (tm:Memento {id: row.target})
+  WITH m, row, coalesce(tb, tm) AS t
+  WHERE t IS NOT NULL AND t.namespace = m.namespace
+  MERGE (m)-[r:SUMMARIZES]->(t)
+  ON CREATE SET r.position = row.position
+}
+CALL () {
+  UNWIND $entities AS row
+  MERGE (e:Entity {id: row.id})
+  ON CREATE SET e.key = row.key, e.name = row.name, e.kind = row.kind, e.namespace = $namespace
+}
+CALL () {
+  UNWIND $block_mentions AS row
+  MATCH (src:EvictedBlock {id: row.source}) WHERE src.namespace = $namespace
+  MATCH (e:Entity {id: row.entity_id})
+  MERGE (src)-[r:MENTIONS]->(e)
+  ON CREATE SET r.count = row.count
+}
+CALL () {
+  UNWIND $memento_mentions AS row
+  MATCH (src:Memento {id: row.source}) WHERE src.namespace = $namespace
+  MATCH (e:Entity {id: row.entity_id})
+  MERGE (src)-[r:MENTIONS]->(e)
+  ON CREATE SET r.count = row.count
+}
+CALL () {
+  UNWIND $pages AS row
+  MERGE (p:Page {id: row.id})
+  ON CREATE SET p.namespace = $namespace, p.session_id = $session_id, p.number = row.number
+  SET p.first_turn = row.first_turn, p.last_turn = row.last_turn, p.summary = row.summary, p.topics = row.topics
+  WITH p, row
+  UNWIND row.members AS member
+  MATCH (b:EvictedBlock {id: member.id})
+  WHERE b.namespace = $namespace
+  MERGE (p)-[c:CONTAINS]->(b)
+  ON CREATE SET c.position = member.position
+}
+CALL (s) {
+  UNWIND $events AS row
+  MERGE (e:Event {uid: row.uid})
+  ON CREATE SET e += row.props
+  MERGE (e)-[:IN_SESSION]->(s)
+}
+"""
+"""Everything an eviction writes, in one statement (one round trip; every part a batched UNWIND … MERGE):
+- blocks, first write wins, each linked IN_SESSION;
+- the NEXT chain spliced around them: each consecutive pair of the chain computed under the session lock becomes
+  an edge, and the edge it replaces goes;
+- mementos (new ones with the session's next ordinals) and their SUMMARIZES edges to blocks or mementos;
+- entities (written even when the mentioning record is not in the store, as on SQLite), then MENTIONS edges from
+  blocks and from mementos, each matched through its own unique index;
+- pages (upserted) and their CONTAINS edges; events with their store-assigned seq; the session's counters."""
+
+_WRITE_EVENTS: Final = """
+MATCH (s:Session {key: $key})
+SET s.event_count = $events
+WITH s
+UNWIND $rows AS row
+MERGE (e:Event {uid: row.uid})
+ON CREATE SET e += row.props
+MERGE (e)-[:IN_SESSION]->(s)
+"""
+
+_BLOCK_FIELDS: Final = (
+    'b{.id, .session_id, .namespace, .seq, .first_message, .last_message, .tokens, .sha256, .messages_json, .kind, '
+    '.text, .started_at} AS record'
+)
+_MEMENTO_FIELDS: Final = (
+    'm{.id, .session_id, .namespace, .text, .tokens, .summarizes, .score, .verified, .iterations, .compressor, '
+    '.level} AS record'
+)
+
+
+def _scope(variable: str, namespace: str | None, session_id: str | None, *, session_field: str = 'session_id') -> str:
+    """A WHERE fragment over fixed property names; the values always travel as `$namespace`/`$session_id`."""
+    clauses = []
+    if namespace is not None:
+        clauses.append(f'{variable}.namespace = $namespace')
+    if session_id is not None:
+        clauses.append(f'{variable}.{session_field} = $session_id')
+    return ' AND '.join(clauses) or 'true'
+
+
+def _block(data: Mapping[str, Any]) -> BlockRecord:
+    return BlockRecord(
+        id=data['id'],
+        session_id=data['session_id'],
+        namespace=data['namespace'],
+        seq=data['seq'],
+        first_message=data['first_message'],
+        last_message=data['last_message'],
+        tokens=data['tokens'],
+        sha256=data['sha256'],
+        messages_json=bytes(data['messages_json']),
+        kind=data['kind'],
+        text=data['text'] or '',
+        started_at=data['started_at'],
+    )
+
+
+def _memento(data: Mapping[str, Any]) -> MementoRecord:
+    return MementoRecord(
+        id=data['id'],
+        session_id=data['session_id'],
+        namespace=data['namespace'],
+        text=data['text'],
+        tokens=data['tokens'],
+        summarizes=tuple(data['summarizes'] or ()),
+        score=data['score'],
+        verified=bool(data['verified']),
+        iterations=data['iterations'],
+        compressor=data['compressor'],
+        level=data['level'],
+    )
+
+
+def _event(data: Mapping[str, Any]) -> SessionEvent:
+    return SessionEvent(
+        session_id=data['session_id'],
+        namespace=data['namespace'],
+        kind=data['kind'],
+        payload=bytes(data['payload']),
+        sha256=data['sha256'],
+        message_index=data.get('message_index'),
+        block_ids=tuple(data['block_ids'] or ()),
+        seq=data['seq'],
+        created_at=data['created_at'],
+    )
+
+
+def plain_value(value: Any) -> Any:
+    """A driver value as plain Python: nodes and relationships become dicts of their properties, paths lists of
+    those, temporal values ISO-8601 strings (to the microsecond), points `{srid, coordinates}`; bytes stay bytes."""
+    if isinstance(value, Node | Relationship):
+        properties: dict[str, Any] = dict(value)
+        return {key: plain_value(item) for key, item in properties.items()}
+    if isinstance(value, Path):
+        items: list[Any] = [plain_value(value.start_node)]
+        for relationship in value.relationships:
+            items.append(plain_value(relationship))
+            items.append(plain_value(relationship.end_node))
+        return items
+    if isinstance(value, DateTime | Date | Time):
+        return value.to_native().isoformat()
+    if isinstance(value, Duration):
+        return value.iso_format()
+    if isinstance(value, Point):
+        return {'srid': value.srid, 'coordinates': list(value)}
+    if isinstance(value, bytearray):
+        return bytes(value)
+    if isinstance(value, list | tuple):
+        return [plain_value(item) for item in value]
+    if isinstance(value, dict):
+        return {key: plain_value(item) for key, item in value.items()}
+    return value
+
+
+# -- errors -----------------------------------------------------------------------------------------------------
+
+
+def _code(exc: BaseException) -> str:
+    return getattr(exc, 'code', None) or ''
+
+
+def _server_message(exc: BaseException) -> str:
+    return getattr(exc, 'message', None) or str(exc)
+
+
+class Neo4jStore:
+    """Graph store on a Neo4j 5.x server (or cluster, or Aura).
+
+    Open it with `open_store('neo4j://host:7687')` (or `bolt://`, `neo4j+s://`): credentials come from the URI
+    (`neo4j://user:password@host`) or `NEO4J_USERNAME`/`NEO4J_PASSWORD`; `?database=NAME` picks a database,
+    `?query_limit=ROWS&query_timeout=SECONDS` change the defaults of `query()`, `?retry_time=SECONDS` how long a
+    transiently failing transaction is retried (default 15) before the caller gets the error.
+    """
+
+    def __init__(
+        self,
+        driver: Driver,
+        *,
+        uri: str,
+        database: str | None = None,
+        query_limit: int = DEFAULT_QUERY_LIMIT,
+        query_timeout: float = DEFAULT_QUERY_TIMEOUT,
+        setup_schema: bool = True,
+    ) -> None:
+        """Wrap a connected driver (use `from_uri` to connect); sets up constraints and indexes if missing.
+
+        Raises:
+            StoreUnavailableError: the server cannot be reached or refuses the credentials.
+        """
+        self._driver = driver
+        self._uri = uri
+        self._database = database
+        self.query_limit = query_limit
+        self.query_timeout = query_timeout
+        self._closed = False
+        if setup_schema:
+            self.ensure_schema()
+
+    @classmethod
+    def from_uri(cls, uri: str) -> Neo4jStore:
+        """Connect to the server a URI names and check it answers with these credentials.
+
+        Raises:
+            StoreUnavailableError: unreachable (names the URI and what to check) or authentication failed.
+            ValueError: a malformed option in the URI.
+        """
+        parts = urlsplit(uri)
+        options = parse_qs(parts.query)
+        user = unquote(parts.username) if parts.username else os.environ.get('NEO4J_USERNAME', 'neo4j')
+        password = unquote(parts.password) if parts.password is not None else os.environ.get('NEO4J_PASSWORD', '')
+        host = parts.hostname or 'localhost'
+        netloc = f'[{host}]' if ':' in host else host
+        if parts.port is not None:
+            netloc += f':{parts.port}'
+        clean = f'{parts.scheme}://{netloc}'
+        database = options.get('database', [None])[-1]
+        shown = clean + (f'?database={quote(database)}' if database else '')
+        try:
+            driver = GraphDatabase.driver(
+                clean,
+                auth=(user, password),
+                connection_timeout=CONNECTION_TIMEOUT,
+                max_transaction_retry_time=_float_option(options, 'retry_time')
+                if 'retry_time' in options
+                else RETRY_TIME,
+                connection_acquisition_timeout=CONNECTION_TIMEOUT * 3,
+                user_agent='mementograph',
+                notifications_min_severity='OFF',
+            )
+        except (neo4j_errors.ConfigurationError, ValueError) as exc:
+            raise StoreUnavailableError(f'cannot use the Neo4j URI {shown}: {exc}') from exc
+        store_kwargs: dict[str, Any] = {}
+        if 'query_limit' in options:
+            store_kwargs['query_limit'] = _int_option(options, 'query_limit')
+        if 'query_timeout' in options:
+            store_kwargs['query_timeout'] = _float_option(options, 'query_timeout')
+        try:
+            driver.verify_connectivity()
+            return cls(driver, uri=shown, database=database, **store_kwargs)
+        except BaseException as exc:
+            driver.close()
+            if isinstance(exc, StoreError):
+                raise
+            if isinstance(exc, neo4j_errors.Neo4jError | neo4j_errors.DriverError | OSError):
+                raise _unavailable(exc, shown, user, 'connecting') from exc
+            raise
+
+    # -- plumbing -------------------------------------------------------------------------------------------
+
+    @property
+    def uri(self) -> str:
+        return self._uri
+
+    def close(self) -> None:
+        if not self._closed:
+            self._closed = True
+            self._driver.close()
+
+    def __enter__(self) -> Neo4jStore:
+        return self
+
+    def __exit__(self, *exc_info: object) -> None:
+        self.close()
+
+    def __repr__(self) -> str:
+        return f'Neo4jStore({self._uri!r})'
+
+    @contextmanager
+    def _session(self, mode: str) -> Iterator[neo4j.Session]:
+        if self._closed:
+            raise StoreUnavailableError(f'the store {self._uri} is closed')
+        with self._driver.session(
+            database=self._database,
+            default_access_mode=mode,
+            bookmark_manager=self._driver.execute_query_bookmark_manager,
+        ) as session:
+            yield session
+
+    def _write(self, action: str, work: Callable[[ManagedTransaction], T]) -> T:
+        """Run `work` as one write transaction (retried whole on transient errors); failures become typed errors
+        that say nothing was written."""
+        unit = neo4j.unit_of_work(metadata={**_APP, 'op': action}, timeout=WRITE_TIMEOUT)(work)
+        try:
+            with self._session(neo4j.WRITE_ACCESS) as session:
+                return session.execute_write(unit)
+        except StoreError:
+            raise
+        except (neo4j_errors.Neo4jError, neo4j_errors.DriverError, OSError) as exc:
+            raise self._write_error(exc, action) from exc
+
+    def _read(
+        self,
+        work: Callable[[ManagedTransaction], T],
+        *,
+        op: str = 'read',
+        timeout: float | None = None,
+        translate: Callable[[neo4j_errors.Neo4jError], StoreError] | None = None,
+    ) -> T:
+        unit = neo4j.unit_of_work(metadata={**_APP, 'op': op}, timeout=timeout)(work)
+        try:
+            with self._session(neo4j.READ_ACCESS) as session:
+                return session.execute_read(unit)
+        except StoreError:
+            raise
+        except (neo4j_errors.Neo4jError, neo4j_errors.DriverError, OSError) as exc:
+            query_failed = isinstance(exc, neo4j_errors.Neo4jError) and not isinstance(exc, neo4j_errors.AuthError)
+            if translate is not None and isinstance(exc, neo4j_errors.Neo4jError) and query_failed:
+                raise translate(exc) from exc
+            raise _unavailable(exc, self._uri, None, f'reading ({op})') from exc
+
+    def _write_error(self, exc: BaseException, action: str) -> StoreError:
+        if isinstance(exc, neo4j_errors.IncompleteCommit):
+            return StoreUnavailableError(
+                f'{action} on {self._uri}: the connection dropped while committing, so the server may or may not '
+                'have committed it; retry it (writes are idempotent, a retry never duplicates anything)'
+            )
+        code = _code(exc)
+        if code.endswith(('Transaction.Terminated', 'Transaction.LockClientStopped')) or 'Terminated' in code:
+            return StoreUnavailableError(
+                f'{action} on {self._uri} was aborted by the server ({code}); the transaction was rolled back and '
+                'nothing of it was written; retry when the server is healthy'
+            )
+        if isinstance(exc, neo4j_errors.ClientError) and not isinstance(exc, neo4j_errors.AuthError):
+            return StoreError(f'{action} on {self._uri} was refused, nothing was written: {_server_message(exc)}')
+        error = _unavailable(exc, self._uri, None, action)
+        return StoreUnavailableError(f'{error}; the transaction was rolled back, nothing of it was written')
+
+    # -- schema ---------------------------------------------------------------------------------------------
+
+    def ensure_schema(self) -> None:
+        """Create the constraints, range indexes and full-text index that are missing, and wait until online.
+
+        Idempotent and safe to race: another process creating the same schema at the same time is not an error.
+        """
+        try:
+            with self._session(neo4j.WRITE_ACCESS) as session:
+                existing = {
+                    record['name']
+                    for query in ('SHOW CONSTRAINTS YIELD name', 'SHOW INDEXES YIELD name')
+                    for record in session.run(query)
+                }
+                missing = [statement for name, statement in _SCHEMA if name not in existing]
+                for statement in missing:
+                    try:
+                        session.run(statement).consume()
+                    except neo4j_errors.ClientError as exc:
+                        if _code(exc) not in _SCHEMA_RACE_CODES:
+                            raise
+                if missing:
+                    session.run('CALL db.awaitIndexes(300)').consume()
+        except (neo4j_errors.Neo4jError, neo4j_errors.DriverError, OSError) as exc:
+            if isinstance(exc, neo4j_errors.Forbidden):
+                raise StoreUnavailableError(
+                    f'{self._uri}: the user may not create the mementograph constraints and indexes '
+                    f'({_server_message(exc)}); let an admin open the store once, or grant schema privileges'
+                ) from exc
+            raise _unavailable(exc, self._uri, None, 'setting up the schema') from exc
+
+    # -- writes ---------------------------------------------------------------------------------------------
+
+    def write_eviction(self, eviction: Eviction) -> None:
+        created = now_iso()
+        self._write('write_eviction', lambda tx: _write_eviction(tx, eviction, created))
+
+    def append_events(self, events: Sequence[SessionEvent]) -> None:
+        if not events:
+            return
+        created = now_iso()
+        by_session: dict[tuple[str, str], list[SessionEvent]] = {}
+        for event in events:
+            by_session.setdefault((event.namespace, event.session_id), []).append(event)
+
+        def work(tx: ManagedTransaction) -> None:
+            for (namespace, session_id), session_events in sorted(by_session.items()):
+                _write_session_events(tx, namespace, session_id, session_events, created)
+
+        self._write('append_events', work)
+
+    def delete_session(self, session_id: str, *, namespace: str = DEFAULT_NAMESPACE) -> int:
+        return self._write('delete_session', lambda tx: _delete_session(tx, namespace, session_id))
+
+    # -- reads ----------------------------------------------------------------------------------------------
+
+    def _rows(self, cypher: str, op: str, **params: Any) -> list[dict[str, Any]]:
+        def work(tx: ManagedTransaction) -> list[dict[str, Any]]:
+            return [dict(zip(record.keys(), record.values(), strict=True)) for record in tx.run(_q(cypher), params)]
+
+        return self._read(work, op=op)
+
+    def read_events(
+        self, session_id: str, *, namespace: str = DEFAULT_NAMESPACE, since_seq: int = 0
+    ) -> list[SessionEvent]:
+        rows = self._rows(
+            'MATCH (e:Event {namespace: $namespace, session_id: $session_id}) WHERE e.seq >= $since '
+            'RETURN e{.*} AS e ORDER BY e.seq',
+            'read_events',
+            namespace=namespace,
+            session_id=session_id,
+            since=since_seq,
+        )
+        return [_event(row['e']) for row in rows]
+
+    def last_message_index(self, session_id: str, *, namespace: str = DEFAULT_NAMESPACE) -> int:
+        rows = self._rows(
+            'MATCH (e:Event {namespace: $namespace, session_id: $session_id}) RETURN max(e.message_index) AS last',
+            'last_message_index',
+            namespace=namespace,
+            session_id=session_id,
+        )
+        last = rows[0]['last'] if rows else None
+        return -1 if last is None else int(last)
+
+    def get_block(
+        self, block_id: str, *, namespace: str = DEFAULT_NAMESPACE, session_id: str | None = None
+    ) -> BlockRecord:
+        rows = self._rows(
+            f'MATCH (b:EvictedBlock {{id: $id}}) WHERE {_scope("b", namespace, session_id)} RETURN {_BLOCK_FIELDS}',
+            'get_block',
+            id=block_id,
+            namespace=namespace,
+            session_id=session_id,
+        )
+        if not rows:
+            raise BlockNotFoundError(
+                f'no evicted block {block_id!r} in namespace {namespace!r}'
+                + (f', session {session_id!r}' if session_id else '')
+            )
+        return _block(rows[0]['record'])
+
+    def recover_block(
+        self, block_id: str, *, namespace: str = DEFAULT_NAMESPACE, session_id: str | None = None
+    ) -> RecoveredBlock:
+        return check_block(self.get_block(block_id, namespace=namespace, session_id=session_id))
+
+    def _mementos(self, where: str, op: str, **params: Any) -> list[MementoRecord]:
+        rows = self._rows(
+            f'MATCH (m:Memento) WHERE {where} RETURN {_MEMENTO_FIELDS} ORDER BY m.created_at, m.ordinal, m.id',
+            op,
+            **params,
+        )
+        return [_memento(row['record']) for row in rows]
+
+    def get_memento(
+        self, memento_id: str, *, namespace: str = DEFAULT_NAMESPACE, session_id: str | None = None
+    ) -> MementoRecord:
+        found = self._mementos(
+            f'm.id = $id AND {_scope("m", namespace, session_id)}',
+            'get_memento',
+            id=memento_id,
+            namespace=namespace,
+            session_id=session_id,
+        )
+        if not found:
+            raise MementoNotFoundError(f'no memento {memento_id!r} in namespace {namespace!r}')
+        return found[0]
+
+    def memento_of(
+        self, target_id: str, *, namespace: str = DEFAULT_NAMESPACE, session_id: str | None = None
+    ) -> MementoRecord | None:
+        label = 'Memento' if _is_memento_id(target_id) else 'EvictedBlock'
+        rows = self._rows(
+            f'MATCH (m:Memento)-[:SUMMARIZES]->(:{label} {{id: $id}}) WHERE {_scope("m", namespace, session_id)} '
+            f'RETURN {_MEMENTO_FIELDS} ORDER BY m.created_at, m.ordinal, m.id LIMIT 1',
+            'memento_of',
+            id=target_id,
+            namespace=namespace,
+            session_id=session_id,
+        )
+        return _memento(rows[0]['record']) if rows else None
+
+    def list_sessions(self, *, namespace: str | None = DEFAULT_NAMESPACE) -> list[SessionRecord]:
+        rows = self._rows(
+            f'MATCH (s:Session) WHERE {_scope("s", namespace, None)} '
+            'RETURN s.id AS id, s.namespace AS namespace, s.created_at AS created_at ORDER BY s.created_at, s.id',
+            'list_sessions',
+            namespace=namespace,
+        )
+        return [SessionRecord(id=row['id'], namespace=row['namespace'], created_at=row['created_at']) for row in rows]
+
+    def list_blocks(
+        self,
+        *,
+        namespace: str = DEFAULT_NAMESPACE,
+        session_id: str | None = None,
+        kind: BlockKind | None = 'block',
+    ) -> list[BlockRecord]:
+        where = _scope('b', namespace, session_id) + (' AND b.kind = $kind' if kind is not None else '')
+        rows = self._rows(
+            f'MATCH (b:EvictedBlock) WHERE {where} RETURN {_BLOCK_FIELDS} ORDER BY b.session_id, b.seq, b.kind',
+            'list_blocks',
+            namespace=namespace,
+            session_id=session_id,
+            kind=kind,
+        )
+        return [_block(row['record']) for row in rows]
+
+    def list_mementos(
+        self, *, namespace: str = DEFAULT_NAMESPACE, session_id: str | None = None
+    ) -> list[MementoRecord]:
+        return self._mementos(
+            _scope('m', namespace, session_id), 'list_mementos', namespace=namespace, session_id=session_id
+        )
+
+    def list_pages(self, *, namespace: str = DEFAULT_NAMESPACE, session_id: str | None = None) -> list[PageRecord]:
+        rows = self._rows(
+            f'MATCH (p:Page) WHERE {_scope("p", namespace, session_id)} '
+            'RETURN p{.*} AS p, COLLECT { MATCH (p)-[c:CONTAINS]->(b:EvictedBlock) RETURN b.id ORDER BY c.position } '
+            'AS block_ids ORDER BY p.session_id, p.number',
+            'list_pages',
+            namespace=namespace,
+            session_id=session_id,
+        )
+        return [
+            PageRecord(
+                id=row['p']['id'],
+                session_id=row['p']['session_id'],
+                namespace=row['p']['namespace'],
+                number=row['p']['number'],
+                first_turn=row['p']['first_turn'],
+                last_turn=row['p']['last_turn'],
+                summary=row['p']['summary'],
+                topics=tuple(row['p'].get('topics') or ()),
+                block_ids=tuple(row['block_ids']),
+            )
+            for row in rows
+        ]
+
+    def entities_of(self, source_id: str, *, namespace: str = DEFAULT_NAMESPACE) -> list[tuple[EntityRecord, int]]:
+        label = 'Memento' if _is_memento_id(source_id) else 'EvictedBlock'
+        rows = self._rows(
+            f'MATCH (:{label} {{id: $id}})-[r:MENTIONS]->(e:Entity {{namespace: $namespace}}) '
+            'RETURN e.key AS key, e.name AS name, e.kind AS kind, r.count AS count ORDER BY count DESC, key',
+            'entities_of',
+            id=source_id,
+            namespace=namespace,
+        )
+        return [(EntityRecord(key=row['key'], name=row['name'], kind=row['kind']), row['count']) for row in rows]
+
+    def search_text(
+        self, query: str, *, k: int = 10, namespace: str = DEFAULT_NAMESPACE, session_id: str | None = None
+    ) -> list[TextHit]:
+        terms = fts_terms(query)
+        if not terms or k <= 0:
+            return []
+        lucene = ' OR '.join('"' + term.replace('\\', '\\\\').replace('"', '\\"') + '"' for term in terms)
+        cypher = _q(
+            'CALL db.index.fulltext.queryNodes($index, $lucene) YIELD node, score '
+            f'WHERE {_scope("node", namespace, session_id)} '
+            'RETURN node.id AS id, CASE WHEN node:Memento THEN node.summarizes ELSE [node.id] END AS block_ids, '
+            'score ORDER BY score DESC, id LIMIT $k'
+        )
+        params = {'index': FULLTEXT_INDEX, 'lucene': lucene, 'namespace': namespace, 'session_id': session_id, 'k': k}
+
+        def work(tx: ManagedTransaction) -> list[TextHit]:
+            # The index is eventually consistent (a synchronous full-text update cost ~8 ms a commit, more than the
+            # rest of an eviction); waiting for it here gives read-your-writes where it matters, at search time.
+            tx.run('CALL db.index.fulltext.awaitEventuallyConsistentIndexRefresh()').consume()
+            return [
+                TextHit(id=record['id'], block_ids=tuple(record['block_ids'] or ()), score=float(record['score']))
+                for record in tx.run(cypher, params)
+            ]
+
+        return self._read(work, op='search_text')
+
+    def stats(self, *, namespace: str | None = DEFAULT_NAMESPACE, session_id: str | None = None) -> StoreStats:
+        def scope(variable: str) -> str:
+            return _scope(variable, namespace, session_id)
+
+        rows = self._rows(
+            f"""
+            RETURN
+              COUNT {{ MATCH (s:Session) WHERE {_scope('s', namespace, session_id, session_field='id')} }} AS sessions,
+              COUNT {{ MATCH (b:EvictedBlock) WHERE {scope('b')} AND b.kind = 'block' }} AS blocks,
+              COUNT {{ MATCH (b:EvictedBlock) WHERE {scope('b')} AND b.kind = 'part' }} AS parts,
+              COUNT {{ MATCH (m:Memento) WHERE {scope('m')} }} AS mementos,
+              COUNT {{ MATCH (m:Memento) WHERE {scope('m')} AND m.verified }} AS verified_mementos,
+              COUNT {{ MATCH (b:EvictedBlock)-[:MENTIONS]->(e:Entity) WHERE {scope('b')} RETURN DISTINCT e }}
+                AS entities,
+              COUNT {{ MATCH (p:Page) WHERE {scope('p')} }} AS pages,
+              COUNT {{ MATCH (e:Event) WHERE {scope('e')} }} AS events,
+              COLLECT {{ MATCH (b:EvictedBlock) WHERE {scope('b')} AND b.kind = 'block' RETURN sum(b.tokens) }}[0]
+                AS block_tokens,
+              COLLECT {{ MATCH (m:Memento) WHERE {scope('m')} AND m.level = 1 RETURN sum(m.tokens) }}[0]
+                AS memento_tokens
+            """,
+            'stats',
+            namespace=namespace,
+            session_id=session_id,
+        )
+        counts = {name: int(value or 0) for name, value in rows[0].items()}
+        return StoreStats(
+            sessions=counts['sessions'],
+            blocks=counts['blocks'],
+            parts=counts['parts'],
+            mementos=counts['mementos'],
+            verified_mementos=counts['verified_mementos'],
+            entities=counts['entities'],
+            pages=counts['pages'],
+            events=counts['events'],
+            block_tokens=counts['block_tokens'],
+            memento_tokens=counts['memento_tokens'],
+        )
+
+    # -- Cypher -----------------------------------------------------------------------------------------------
+
+    def query(
+        self,
+        cypher: str,
+        params: Mapping[str, Any] | None = None,
+        *,
+        session_id: str | None = None,
+        namespace: str | None = None,
+        limit: int | None = None,
+        timeout: float | None = None,
+    ) -> list[dict[str, Any]]:
+        """Run a read-only Cypher query in a READ transaction; rows as plain dicts.
+
+        `$namespace` (default `'default'`) and `$session_id` (default null) are always defined, so a query scopes
+        itself with them; values only ever travel as parameters.
+
+        Args:
+            cypher: a read query (write clauses, LOAD CSV, admin commands and write procedures are refused).
+            params: query parameters.
+            session_id: bound to `$session_id`.
+            namespace: bound to `$namespace`.
+            limit: most rows returned before the query fails (default `query_limit`, 1000).
+            timeout: seconds before the server terminates the query (default `query_timeout`, 10).
+
+        Raises:
+            ReadOnlyViolationError: the query would write (refused before sending, or by the server).
+            QueryError: Cypher syntax error (with the server's line/column), more rows than `limit`, timeout,
+                or another error reported by the server.
+            StoreUnavailableError: the server cannot be reached.
+        """
+        source, _ = prepare_query(cypher)
+        merged = scoped_params(params, session_id=session_id, namespace=namespace)
+        row_limit = self.query_limit if limit is None else limit
+        seconds = self.query_timeout if timeout is None else timeout
+        if row_limit < 0:
+            raise QueryError(f'the row limit must be >= 0, got {row_limit}')
+        if seconds <= 0:
+            raise QueryError(f'the timeout must be > 0 seconds, got {seconds:g}')
+
+        def work(tx: ManagedTransaction) -> list[dict[str, Any]]:
+            result = tx.run(_q(source), merged)
+            records = result.fetch(row_limit + 1)
+            if len(records) > row_limit:
+                raise QueryError(row_limit_message(row_limit))
+            return [dict(zip(record.keys(), map(plain_value, record.values()), strict=True)) for record in records]
+
+        return self._read(work, op='query', timeout=seconds, translate=lambda exc: _query_error(exc, seconds))
+
+
+def _int_option(options: Mapping[str, list[str]], name: str) -> int:
+    try:
+        return int(options[name][-1])
+    except ValueError:
+        raise ValueError(f'store URI option {name}={options[name][-1]!r} is not a whole number') from None
+
+
+def _float_option(options: Mapping[str, list[str]], name: str) -> float:
+    try:
+        return float(options[name][-1])
+    except ValueError:
+        raise ValueError(f'store URI option {name}={options[name][-1]!r} is not a number') from None
+
+
+def _unavailable(exc: BaseException, uri: str, user: str | None, action: str) -> StoreError:
+    """A driver failure as a typed error that says what to check."""
+    if isinstance(exc, neo4j_errors.AuthError):
+        return StoreUnavailableError(
+            f'Neo4j at {uri} rejected the credentials{f" of user {user!r}" if user else ""} ({_server_message(exc)}); '
+            'credentials come from the URI (neo4j://USER:PASSWORD@host:7687) or NEO4J_USERNAME/NEO4J_PASSWORD '
+            '(scripts/neo4j-server env prints those of the local server)'
+        )
+    if isinstance(exc, neo4j_errors.ServiceUnavailable | neo4j_errors.SessionExpired | OSError):
+        return StoreUnavailableError(
+            f'cannot reach Neo4j at {uri} while {action} ({exc}); check that the server is running and listening '
+            'on that host and port (bolt, usually 7687), that the scheme fits it (bolt:// for one server, neo4j:// '
+            'for routing, +s for TLS), and for a local server run `eval "$(scripts/neo4j-server start)"`'
+        )
+    if isinstance(exc, neo4j_errors.ClientError):
+        return StoreError(f'Neo4j at {uri} refused {action}: {_server_message(exc)}')
+    return StoreUnavailableError(f'Neo4j at {uri} failed while {action}: {exc}')
+
+
+def _query_error(exc: neo4j_errors.Neo4jError, timeout: float) -> QueryError:
+    code = _code(exc)
+    message = _server_message(exc)
+    if isinstance(exc, neo4j_errors.CypherSyntaxError) or code.endswith('Statement.SyntaxError'):
+        return QueryError(f'Cypher syntax error: {message}')
+    if code.endswith(('Statement.AccessMode', 'Security.Forbidden')) or 'AccessMode' in code:
+        return ReadOnlyViolationError(f'the server refused a write in a read-only query: {message}')
+    if 'TransactionTimedOut' in code:
+        return QueryError(
+            f'the query ran longer than its {timeout:g} s timeout and the server stopped it; narrow it (labels, '
+            'property filters, LIMIT) or raise the timeout (timeout=SECONDS, --timeout SECONDS)'
+        )
+    if code.endswith('Statement.ParameterMissing'):
+        return QueryError(f'{message} (pass it with params={{...}} or --param NAME=VALUE)')
+    return QueryError(f'the query failed on the server ({code}): {message}')
+
+
+# -- transaction bodies -----------------------------------------------------------------------------------------
+
+
+def _block_row(block: BlockRecord) -> dict[str, Any]:
+    props = {
+        'id': block.id,
+        'session_id': block.session_id,
+        'namespace': block.namespace,
+        'seq': block.seq,
+        'kind': block.kind,
+        'first_message': block.first_message,
+        'last_message': block.last_message,
+        'tokens': block.tokens,
+        'sha256': block.sha256,
+        'messages_json': block.messages_json,
+        'text': block.text,
+        'started_at': block.started_at,
+    }
+    return {'id': block.id, 'props': {key: value for key, value in props.items() if value is not None}}
+
+
+def _memento_row(memento: MementoRecord, ordinal: int) -> dict[str, Any]:
+    props = {
+        'id': memento.id,
+        'session_id': memento.session_id,
+        'namespace': memento.namespace,
+        'text': memento.text,
+        'tokens': memento.tokens,
+        'summarizes': list(memento.summarizes),
+        'score': memento.score,
+        'verified': memento.verified,
+        'iterations': memento.iterations,
+        'compressor': memento.compressor,
+        'level': memento.level,
+        'ordinal': ordinal,
+    }
+    return {'id': memento.id, 'props': {key: value for key, value in props.items() if value is not None}}
+
+
+def _event_row(event: SessionEvent, seq: int, uid: str, created: str) -> dict[str, Any]:
+    props = {
+        'uid': uid,
+        'key': event.key,
+        'namespace': event.namespace,
+        'session_id': event.session_id,
+        'seq': seq,
+        'kind': event.kind,
+        'message_index': event.message_index,
+        'sha256': event.sha256,
+        'payload': event.payload,
+        'block_ids': list(event.block_ids),
+        'created_at': event.created_at or created,
+    }
+    return {'uid': uid, 'props': {key: value for key, value in props.items() if value is not None}}
+
+
+def _run(tx: ManagedTransaction, cypher: str, **params: Any) -> None:
+    tx.run(_q(cypher), params).consume()
+
+
+def _write_eviction(tx: ManagedTransaction, eviction: Eviction, created: str) -> None:
+    ns, sid = eviction.namespace, eviction.session_id
+    chained = sorted({(block.seq, block.id) for block in eviction.blocks if block.kind == 'block'})
+    state = _lock_session(tx, ns, sid, eviction.events, eviction.mementos, chained, created)
+    mementos = _memento_rows(state, eviction.mementos)
+    events = _event_rows(state, eviction.events, created)
+    _run(
+        tx,
+        _WRITE_EVICTION,
+        key=session_key(ns, sid),
+        namespace=ns,
+        session_id=sid,
+        created=created,
+        event_count=state.events,
+        memento_count=state.mementos,
+        blocks=[_block_row(block) for block in eviction.blocks],
+        pairs=_next_pairs(state, chained),
+        mementos=mementos,
+        summarizes=[
+            {'source': memento.id, 'target': target, 'position': position}
+            for memento in eviction.mementos
+            for position, target in enumerate(memento.summarizes)
+        ],
+        pages=_page_rows(eviction.pages),
+        events=events,
+        **_mention_rows(ns, eviction.mentions),
+    )
+
+
+def _next_pairs(state: _SessionState, chained: Sequence[tuple[int, str]]) -> list[list[str]]:
+    """The NEXT edges the session's chain needs around the new blocks: the chain over the nearest block before,
+    every block in their seq range (new or not) and the nearest block after, ordered by (seq, id)."""
+    if not chained:
+        return []
+    middle = sorted(set(state.within) | set(chained))
+    chain = [*state.before, *middle, *state.after]
+    return [[left[1], right[1]] for left, right in itertools.pairwise(chain)]
+
+
+def _memento_rows(state: _SessionState, mementos: Sequence[MementoRecord]) -> list[dict[str, Any]]:
+    """New mementos, with the session's next ordinals (write order); existing ones are left as they are."""
+    fresh = [m for m in {m.id: m for m in mementos}.values() if m.id not in state.known_mementos]
+    rows = [_memento_row(memento, state.mementos + i) for i, memento in enumerate(fresh)]
+    state.mementos += len(fresh)
+    return rows
+
+
+def _mention_rows(namespace: str, mentions: Sequence[Mention]) -> dict[str, list[dict[str, Any]]]:
+    """Entity rows and MENTIONS rows from blocks and from mementos, in entity order (one lock order across
+    concurrent writers: fewer deadlocks)."""
+    entities = {
+        entity_id_for(namespace, m.entity.key): {
+            'id': entity_id_for(namespace, m.entity.key), 'key': m.entity.key, 'name': m.entity.name,
+            'kind': m.entity.kind,
+        }
+        for m in reversed(mentions)  # the first mention of an entity names it, as on SQLite
+    }  # fmt: skip
+    edges: dict[bool, list[dict[str, Any]]] = {True: [], False: []}
+    for mention in sorted(mentions, key=lambda m: m.entity.key):
+        entity_id = entity_id_for(namespace, mention.entity.key)
+        edges[_is_memento_id(mention.source_id)].append(
+            {'source': mention.source_id, 'entity_id': entity_id, 'count': mention.count}
+        )
+    return {
+        'entities': sorted(entities.values(), key=lambda row: row['id']),
+        'block_mentions': edges[False],
+        'memento_mentions': edges[True],
+    }
+
+
+def _page_rows(pages: Sequence[PageRecord]) -> list[dict[str, Any]]:
+    return [
+        {
+            'id': page.id,
+            'number': page.number,
+            'first_turn': page.first_turn,
+            'last_turn': page.last_turn,
+            'summary': page.summary,
+            'topics': list(page.topics),
+            'members': [{'id': block_id, 'position': pos} for pos, block_id in enumerate(page.block_ids)],
+        }
+        for page in pages
+    ]
+
+
+class _SessionState:
+    """What the session lock read: the session's counters, which of this write's events/mementos exist, and the
+    NEXT chain around the new blocks as `(seq, id)` pairs."""
+
+    def __init__(self, record: Mapping[str, Any]) -> None:
+        self.events: int = int(record['events'])
+        self.mementos: int = int(record['mementos'])
+        self.known_events: set[str] = set(record['known_events'])
+        self.known_mementos: set[str] = set(record['known_mementos'])
+        self.before: list[tuple[int, str]] = [(int(seq), str(id_)) for seq, id_ in record['before']]
+        self.within: list[tuple[int, str]] = [(int(seq), str(id_)) for seq, id_ in record['within']]
+        self.after: list[tuple[int, str]] = [(int(seq), str(id_)) for seq, id_ in record['after']]
+
+
+def _lock_session(
+    tx: ManagedTransaction,
+    namespace: str,
+    session_id: str,
+    events: Sequence[SessionEvent],
+    mementos: Sequence[MementoRecord],
+    chained: Sequence[tuple[int, str]],
+    created: str,
+) -> _SessionState:
+    key = session_key(namespace, session_id)
+    _run(tx, _LOCK_SESSION, key=key, session_id=session_id, namespace=namespace, created=created)
+    record = tx.run(
+        _q(_READ_SESSION),
+        key=key,
+        namespace=namespace,
+        session_id=session_id,
+        event_uids=[_event_uid(namespace, session_id, event.key) for event in events],
+        memento_ids=[memento.id for memento in mementos],
+        low=chained[0][0] if chained else None,
+        high=chained[-1][0] if chained else None,
+    ).single(strict=True)
+    return _SessionState(record)
+
+
+def _event_rows(state: _SessionState, events: Sequence[SessionEvent], created: str) -> list[dict[str, Any]]:
+    """Give each new event the next `seq`; an event whose key the session's log holds is skipped."""
+    rows: list[dict[str, Any]] = []
+    for event in events:
+        uid = _event_uid(event.namespace, event.session_id, event.key)
+        if uid in state.known_events:
+            continue
+        state.known_events.add(uid)
+        rows.append(_event_row(event, state.events, uid, created))
+        state.events += 1
+    return rows
+
+
+def _write_session_events(
+    tx: ManagedTransaction, namespace: str, session_id: str, events: Sequence[SessionEvent], created: str
+) -> None:
+    state = _lock_session(tx, namespace, session_id, events, (), (), created)
+    rows = _event_rows(state, events, created)
+    _run(tx, _WRITE_EVENTS, key=session_key(namespace, session_id), events=state.events, rows=rows)
+
+
+def _delete_session(tx: ManagedTransaction, namespace: str, session_id: str) -> int:
+    params = {'namespace': namespace, 'session_id': session_id}
+    entity_ids = tx.run(
+        _q(
+            'MATCH (x:EvictedBlock|Memento {namespace: $namespace, session_id: $session_id})-[:MENTIONS]->(e:Entity) '
+            'RETURN collect(DISTINCT e.id) AS ids'
+        ),
+        params,
+    ).single(strict=True)['ids']
+    removed = 0
+    for label in ('EvictedBlock', 'Memento', 'Page', 'Event'):
+        counters = (
+            tx.run(
+                _q(f'MATCH (n:{label} {{namespace: $namespace, session_id: $session_id}}) DETACH DELETE n'),
+                params,
+            )
+            .consume()
+            .counters
+        )
+        removed += counters.nodes_deleted + counters.relationships_deleted
+    counters = (
+        tx.run(
+            _q('MATCH (s:Session {key: $key}) DETACH DELETE s'),
+            key=session_key(namespace, session_id),
+        )
+        .consume()
+        .counters
+    )
+    removed += counters.nodes_deleted + counters.relationships_deleted
+    counters = (
+        tx.run(
+            _q('UNWIND $ids AS eid MATCH (e:Entity {id: eid}) WHERE NOT EXISTS { (e)<-[:MENTIONS]-() } DELETE e'),
+            ids=entity_ids,
+        )
+        .consume()
+        .counters
+    )
+    return removed + counters.nodes_deleted

@@ -1,0 +1,178 @@
+"""The README's Cypher queries, run on known data: every one against Neo4j, the embedded subset on SQLite/memory.
+
+The same data goes into every backend and the same query text runs on each, so where the embedded store answers,
+it answers exactly what Neo4j answers; where it cannot, it says the query needs Neo4j.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
+
+import pytest
+
+from mementograph.knowledge_graph import (
+    BlockRecord,
+    EntityRecord,
+    Eviction,
+    MementoRecord,
+    Mention,
+    PageRecord,
+    memento_id_for,
+    page_id_for,
+)
+from mementograph.knowledge_graph.store import GraphStore, UnsupportedQueryError
+from mementograph.knowledge_graph.store._cypher import EXAMPLE_QUERIES, ExampleQuery
+from mementograph.knowledge_graph.store._neo4j import Neo4jStore
+from tests.builders import session_history
+from tests.store.conftest import Backend
+
+APP = EntityRecord(key='file:src/app.py', name='src/app.py', kind='file')
+PYTEST = EntityRecord(key='command:pytest', name='pytest', kind='command')
+KEY_ERROR = EntityRecord(key='error:KeyError', name='KeyError', kind='error')
+MAKE = EntityRecord(key='command:make', name='make', kind='command')
+
+
+@dataclass
+class Known:
+    """Ids of what `write_known_data` wrote."""
+
+    blocks: dict[str, BlockRecord]
+    mementos: dict[str, MementoRecord]
+
+
+def _block(ns: str, session: str, seq: int, tokens: int, prefix: str, kind: str = 'block') -> BlockRecord:
+    return BlockRecord.from_messages(
+        session_history(1, prefix=prefix), session_id=session, namespace=ns, seq=seq, tokens=tokens,
+        kind=kind, text=f'{prefix} block',  # type: ignore[arg-type]
+    )  # fmt: skip
+
+
+def _memento(ns: str, session: str, targets: list[str], text: str, tokens: int, *, verified: bool,
+             score: float | None, level: int = 1) -> MementoRecord:  # fmt: skip
+    return MementoRecord(
+        id=memento_id_for(ns, session, targets), session_id=session, namespace=ns, text=text, tokens=tokens,
+        summarizes=tuple(targets), score=score, verified=verified, iterations=1, compressor='extractive', level=level,
+    )  # fmt: skip
+
+
+def write_known_data(store: GraphStore, ns: str) -> Known:
+    """Two sessions: `alpha` (three blocks, a stubbed part, three mementos and one memento of two of them, two pages)
+    and `beta` (one large block). Entities are mentioned so that co-occurrence has a clear answer."""
+    b0, b1, b2 = (
+        _block(ns, 'alpha', 0, 120, 'zero'),
+        _block(ns, 'alpha', 4, 300, 'one'),
+        _block(ns, 'alpha', 8, 80, 'two'),
+    )
+    part = _block(ns, 'alpha', 5, 500, 'part', kind='part')
+    c0 = _block(ns, 'beta', 0, 1000, 'beta')
+    m0 = _memento(ns, 'alpha', [b0.id], 'read src/app.py', 10, verified=True, score=9.0)
+    m1 = _memento(ns, 'alpha', [b1.id], 'KeyError in src/app.py', 20, verified=False, score=6.5)
+    m2 = _memento(ns, 'alpha', [b2.id], 'pytest passes', 8, verified=True, score=8.5)
+    top = _memento(ns, 'alpha', [m0.id, m1.id], 'app.py fixed', 5, verified=False, score=None, level=2)
+    mc0 = _memento(ns, 'beta', [c0.id], 'beta work', 50, verified=False, score=4.0)
+    page1 = PageRecord(
+        id=page_id_for(ns, 'alpha', 1), session_id='alpha', namespace=ns, number=1, first_turn=0, last_turn=7,
+        summary='src/app.py', topics=('src/app.py',), block_ids=(b0.id, b1.id),
+    )  # fmt: skip
+    page2 = PageRecord(
+        id=page_id_for(ns, 'alpha', 2), session_id='alpha', namespace=ns, number=2, first_turn=8, last_turn=11,
+        summary='tests', topics=('pytest',), block_ids=(b2.id,),
+    )  # fmt: skip
+    alpha, beta = {'session_id': 'alpha', 'namespace': ns}, {'session_id': 'beta', 'namespace': ns}
+    for scope, blocks, mementos, pages, mentions in [
+        (alpha, (b0,), (m0,), (page1,), (Mention(b0.id, APP, 3), Mention(b0.id, PYTEST, 1), Mention(m0.id, MAKE, 1))),
+        (alpha, (b1, part), (m1,), (page1,), (Mention(b1.id, APP, 1), Mention(b1.id, KEY_ERROR, 2))),
+        (alpha, (b2,), (m2,), (page2,), (Mention(b2.id, PYTEST, 2),)),
+        (alpha, (), (top,), (), ()),
+        (beta, (c0,), (mc0,), (), (Mention(c0.id, APP, 5), Mention(c0.id, KEY_ERROR, 1))),
+    ]:
+        store.write_eviction(
+            Eviction(
+                session_id=scope['session_id'], namespace=scope['namespace'], blocks=blocks, mementos=mementos,
+                pages=pages, mentions=mentions,
+            )
+        )  # fmt: skip
+    return Known(
+        blocks={'b0': b0, 'b1': b1, 'b2': b2, 'part': part, 'c0': c0},
+        mementos={'m0': m0, 'm1': m1, 'm2': m2, 'top': top, 'mc0': mc0},
+    )
+
+
+def expected_rows(name: str, known: Known) -> list[dict[str, Any]]:
+    """What each README query must return on the known data (worked out by hand, not by running it)."""
+    b, m = known.blocks, known.mementos
+    unverified = sorted([('alpha', m['m1']), ('alpha', m['top']), ('beta', m['mc0'])], key=lambda p: (p[0], p[1].id))
+    table: dict[str, list[dict[str, Any]]] = {
+        'recent_mementos': [
+            {'memento': x.id, 'text': x.text, 'tokens': x.tokens, 'verified': x.verified}
+            for x in (m['top'], m['m2'], m['m1'], m['m0'])
+        ],
+        'blocks_mentioning': [
+            {'block': b['c0'].id, 'session': 'beta', 'seq': 0, 'mentions': 5},
+            {'block': b['b0'].id, 'session': 'alpha', 'seq': 0, 'mentions': 3},
+            {'block': b['b1'].id, 'session': 'alpha', 'seq': 4, 'mentions': 1},
+        ],
+        'co_occurring_entities': [{'entity': 'error:KeyError', 'blocks': 2}, {'entity': 'command:pytest', 'blocks': 1}],
+        'page_blocks': [
+            {'block': x.id, 'first_message': x.first_message, 'last_message': x.last_message, 'tokens': x.tokens}
+            for x in (b['b0'], b['b1'])
+        ],
+        'largest_blocks': [
+            {'block': x.id, 'session': x.session_id, 'tokens': x.tokens} for x in (b['c0'], b['b1'], b['b0'], b['b2'])
+        ],
+        'unverified_mementos': [
+            {'memento': x.id, 'session': session, 'score': x.score, 'level': x.level} for session, x in unverified
+        ],
+        'tokens_saved': [
+            {'session': 'beta', 'block_tokens': 1000, 'memento_tokens': 50, 'saved': 950},
+            {'session': 'alpha', 'block_tokens': 500, 'memento_tokens': 38, 'saved': 462},
+        ],
+        'memento_chain': [{'block': x.id, 'seq': x.seq, 'tokens': x.tokens} for x in (b['b0'], b['b1'])],
+    }
+    return table[name]
+
+
+def example_params(example: ExampleQuery, known: Known) -> dict[str, Any]:
+    values = {'entity': APP.key, 'page': 1, 'memento': known.mementos['top'].id}
+    return {name: values[name] for name in example.params}
+
+
+@pytest.fixture
+def known(backend: Backend) -> Known:
+    return write_known_data(backend.store, backend.namespace)
+
+
+def test_the_readme_shows_at_least_eight_queries() -> None:
+    assert len(EXAMPLE_QUERIES) >= 8
+    assert len({example.name for example in EXAMPLE_QUERIES}) == len(EXAMPLE_QUERIES)
+
+
+@pytest.mark.parametrize('example', EXAMPLE_QUERIES, ids=lambda example: example.name)
+def test_readme_query(backend: Backend, known: Known, example: ExampleQuery) -> None:
+    store, ns = backend.store, backend.namespace
+    on_neo4j = isinstance(store, Neo4jStore)
+    params = example_params(example, known)
+    if not on_neo4j and not example.embedded:
+        with pytest.raises(UnsupportedQueryError, match='Neo4j backend'):
+            store.query(example.cypher, params, namespace=ns, session_id='alpha')
+        return
+
+    rows = store.query(example.cypher, params, namespace=ns, session_id='alpha')
+
+    assert rows == expected_rows(example.name, known)
+
+
+@pytest.mark.parametrize('backend', ['neo4j'], indirect=True)
+def test_tokens_saved_agrees_with_stats(backend: Backend, known: Known) -> None:
+    example = next(e for e in EXAMPLE_QUERIES if e.name == 'tokens_saved')
+    rows = backend.store.query(example.cypher, namespace=backend.namespace)
+    for row in rows:
+        assert row['saved'] == backend.store.stats(namespace=backend.namespace, session_id=row['session']).tokens_saved
+
+
+def test_docs_show_the_queries_the_tests_run() -> None:
+    docs = (Path(__file__).resolve().parents[2] / 'docs' / 'cypher.md').read_text(encoding='utf-8')
+    for example in EXAMPLE_QUERIES:
+        assert f'```cypher\n{example.cypher}\n```' in docs, example.name
