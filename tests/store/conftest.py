@@ -26,7 +26,10 @@ def _sqlite_tamper(store: GraphStore) -> Callable[[str], None]:
 
     def tamper(block_id: str) -> None:
         conn = store._conn  # the test reaches past the API on purpose: it plays a corrupted disk
-        conn.execute("UPDATE blocks SET messages_json = CAST(replace(CAST(messages_json AS TEXT), 'a', 'b') AS BLOB) WHERE id = ?", (block_id,))
+        conn.execute(
+            "UPDATE blocks SET messages_json = CAST(replace(CAST(messages_json AS TEXT), 'a', 'b') AS BLOB) WHERE id = ?",
+            (block_id,),
+        )
 
     return tamper
 

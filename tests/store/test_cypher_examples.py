@@ -172,7 +172,8 @@ def test_tokens_saved_agrees_with_stats(backend: Backend, known: Known) -> None:
         assert row['saved'] == backend.store.stats(namespace=backend.namespace, session_id=row['session']).tokens_saved
 
 
-def test_docs_show_the_queries_the_tests_run() -> None:
-    docs = (Path(__file__).resolve().parents[2] / 'docs' / 'cypher.md').read_text(encoding='utf-8')
+@pytest.mark.parametrize('document', ['docs/cypher.md', 'README.md'])
+def test_docs_show_the_queries_the_tests_run(document: str) -> None:
+    docs = (Path(__file__).resolve().parents[2] / document).read_text(encoding='utf-8')
     for example in EXAMPLE_QUERIES:
         assert f'```cypher\n{example.cypher}\n```' in docs, example.name

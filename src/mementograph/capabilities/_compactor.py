@@ -26,7 +26,7 @@ from pydantic_ai.messages import (
 )
 
 from .._messages import deserialize_messages, message_text, part_text
-from .._tokens import TokenCounter
+from .._tokens import MESSAGE_OVERHEAD_TOKENS, TokenCounter
 from ..knowledge_graph import (
     BlockRecord,
     Eviction,
@@ -37,6 +37,7 @@ from ..knowledge_graph import (
 )
 from ..knowledge_graph.memory import BlockInput, MementoEngine, MementoResult, Segment, render_block, segment_blocks
 from ..knowledge_graph.store import GraphStore
+from ._logwriter import SessionLogWriter
 from ._layout import MICRO_METADATA, Slot, StubInfo, layout, make_stub, micro_part_id, stub_info, stub_shape
 
 __all__ = ('CompactionPolicy', 'CompactionReport', 'MentionExtractor', 'SessionCompactor', 'Trigger')
@@ -156,36 +157,56 @@ class SessionCompactor:
     _seen: list[ModelMessage] = field(default_factory=list[ModelMessage], init=False, repr=False)
     _seen_slots: list[Slot] = field(default_factory=list[Slot], init=False, repr=False)
     _seen_tokens: int = field(default=0, init=False, repr=False)
+    """Exact tokens of `_seen[:_exact_upto]`."""
+    _exact_upto: int = field(default=0, init=False, repr=False)
+    _bound_rest: int = field(default=0, init=False, repr=False)
+    """An upper bound of the tokens of `_seen[_exact_upto:]`: their UTF-8 bytes (a BPE token is at least a byte)."""
     _seen_position: int = field(default=0, init=False, repr=False)
+    _seen_ids: list[int] = field(default_factory=list[int], init=False, repr=False)
+    _writer: SessionLogWriter | None = field(default=None, init=False, repr=False)
 
     # -- the live history -----------------------------------------------------------------------------------------
 
-    def view(self, messages: Sequence[ModelMessage]) -> tuple[list[Slot], int]:
-        """`layout(messages)` and their token count, reusing the work for an unchanged prefix.
+    def view(self, messages: Sequence[ModelMessage]) -> list[Slot]:
+        """`layout(messages)`, reusing the work for an unchanged prefix.
 
         Between compactions a history only grows, so each request costs an identity check of the known prefix
         plus the new messages, not a re-read of every message.
         """
         known = len(self._seen)
-        if known > len(messages) or any(a is not b for a, b in zip(self._seen, messages, strict=False)):
-            self._seen, self._seen_slots, self._seen_tokens, self._seen_position, known = [], [], 0, 0, 0
+        # `_seen` keeps the messages alive, so an equal id is the same object
+        ids = list(map(id, messages))
+        if known > len(messages) or ids[:known] != self._seen_ids:
+            self._seen, self._seen_slots, self._seen_position, known = [], [], 0, 0
+            self._seen_tokens = self._exact_upto = self._bound_rest = 0
         if known < len(messages):
             self._seen_slots, self._seen_position = layout(
                 messages, start=known, slots=self._seen_slots, position=self._seen_position
             )
-            self._seen_tokens += self.counter.count_messages(messages[known:])
-            self._seen = list(messages)
-        return self._seen_slots, self._seen_tokens
+            self._bound_rest += sum(len(message_text(m).encode()) + MESSAGE_OVERHEAD_TOKENS for m in messages[known:])
+            self._seen, self._seen_ids = list(messages), ids
+        return self._seen_slots
 
-    def tokens(self, messages: Sequence[ModelMessage]) -> int:
-        """Tokens of a live history (cached per message and per unchanged prefix)."""
-        return self.view(messages)[1]
+    def tokens(self, messages: Sequence[ModelMessage], *, exact_above: int | None = None) -> int:
+        """Tokens of a live history, cached per message and per unchanged prefix.
+
+        With `exact_above`, a cheap upper bound is returned while it stays at or below that mark: far below the
+        high-water mark nothing needs exact counting, and tokenizing every large tool result as it arrives would
+        be most of the hook's cost.
+        """
+        self.view(messages)
+        if exact_above is not None and self._seen_tokens + self._bound_rest <= exact_above:
+            return self._seen_tokens + self._bound_rest
+        if self._exact_upto < len(self._seen):
+            self._seen_tokens += self.counter.count_messages(self._seen[self._exact_upto :])
+            self._exact_upto, self._bound_rest = len(self._seen), 0
+        return self._seen_tokens
 
     # -- the full record ------------------------------------------------------------------------------------------
 
     def sync_log(self, messages: Sequence[ModelMessage]) -> int:
         """Append every original message the session log does not hold yet; returns how many were appended."""
-        slots, _ = self.view(messages)
+        slots = self.view(messages)
         if self._logged_through is None:
             self._logged_through = self.store.last_message_index(self.session_id, namespace=self.namespace)
         pending: list[Slot] = []
@@ -194,16 +215,27 @@ class SessionCompactor:
                 break
             if slot.stub is None:
                 pending.append(slot)
-        new = [
-            SessionEvent.for_message(
-                messages[slot.index], session_id=self.session_id, namespace=self.namespace, index=slot.log_index
-            )
-            for slot in reversed(pending)
-        ]
-        if new:
-            self.store.append_events(new)
-            self._logged_through = max(event.message_index or 0 for event in new)
-        return len(new)
+        if pending:
+            if self._writer is None:
+                self._writer = SessionLogWriter(self.store, self.session_id, self.namespace)
+            self._writer.submit([(slot.log_index, messages[slot.index]) for slot in reversed(pending)])
+            self._logged_through = pending[0].log_index
+        return len(pending)
+
+    def log_failure(self) -> BaseException | None:
+        """An append to the session log that failed in the background since the last call (retried later)."""
+        return None if self._writer is None else self._writer.failure()
+
+    def flush_log(self) -> None:
+        """Make every logged message durable (raises if the store still fails)."""
+        if self._writer is not None:
+            self._writer.flush()
+
+    def close(self) -> None:
+        """Flush the log and stop its writer thread."""
+        if self._writer is not None:
+            writer, self._writer = self._writer, None
+            writer.close()
 
     # -- compaction -----------------------------------------------------------------------------------------------
 
@@ -215,6 +247,7 @@ class SessionCompactor:
         Returns the new history (the input list itself when nothing changed) and a report.
         """
         self.sync_log(messages)
+        self.flush_log()  # the log holds every message before the compaction that follows them
         before = self.counter.count_messages(messages)
         report = CompactionReport(trigger=trigger, tokens_before=before, tokens_after=before)
         current = messages

@@ -322,13 +322,27 @@ class MementoCompaction(AbstractCapability[AgentDepsT]):
             logger.exception('mementograph: could not emit the skipped event')
 
     async def wrap_run(self, ctx: RunContext[AgentDepsT], *, handler: WrapRunHandler) -> AgentRunResult[Any]:
-        """Log the messages that arrived after the last model request (the final answer)."""
-        result = await handler()
+        """Log what arrived after the last model request (the final answer), and make the whole log durable
+        before the run returns -- also when it fails."""
         try:
-            self.compactor(ctx).sync_log(result.all_messages())
-        except Exception as exc:
-            logger.warning('mementograph: could not log the end of the run: %s: %s', type(exc).__name__, exc)
+            result = await handler()
+        except BaseException:
+            self._close_log(None)
+            raise
+        self._close_log(result.all_messages(), ctx)
         return result
+
+    def _close_log(self, messages: list[ModelMessage] | None, ctx: RunContext[AgentDepsT] | None = None) -> None:
+        compactor = self._state.compactor
+        try:
+            if messages is not None and ctx is not None:
+                compactor = self.compactor(ctx)
+                compactor.sync_log(messages)
+            if compactor is not None:
+                compactor.close()
+        except Exception as exc:
+            logger.warning('mementograph: could not complete the session log: %s: %s', type(exc).__name__, exc)
+            warnings.warn(f'mementograph: could not complete the session log: {exc}', MementoWarning, stacklevel=3)
 
     async def before_model_request(
         self, ctx: RunContext[AgentDepsT], request_context: ModelRequestContext
@@ -338,10 +352,13 @@ class MementoCompaction(AbstractCapability[AgentDepsT]):
             compactor = self.compactor(ctx)
             _stamp_pending_request(ctx)
             compactor.sync_log(ctx.messages)
-            tokens = compactor.tokens(ctx.messages)
+            tokens = compactor.tokens(ctx.messages, exact_above=compactor.policy.high_water_tokens)
         except Exception as exc:
             await self._skipped(ctx, f'memory unavailable: {type(exc).__name__}: {exc}', error=exc)
             return request_context
+        failure = compactor.log_failure()
+        if failure is not None:
+            await self._skipped(ctx, f'session log append failed (retried later): {failure}', error=failure)
         if tokens <= compactor.policy.high_water_tokens:
             return request_context
         outcome = await self.compact_now(ctx, trigger='auto')

@@ -573,7 +573,7 @@ EXAMPLE_QUERIES: Final[tuple[ExampleQuery, ...]] = (
     ExampleQuery(
         'blocks_mentioning',
         'Blocks that mention an entity',
-        'MATCH (b:EvictedBlock {namespace: $namespace})-[r:MENTIONS]->(e:Entity {key: $entity})\n'
+        'MATCH (e:Entity {namespace: $namespace, key: $entity})<-[r:MENTIONS]-(b:EvictedBlock)\n'
         'RETURN b.id AS block, b.session_id AS session, b.seq AS seq, r.count AS mentions\n'
         'ORDER BY mentions DESC, seq LIMIT 25',
         ('entity',),

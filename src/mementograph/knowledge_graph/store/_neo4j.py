@@ -73,19 +73,25 @@ _SCHEMA: Final = (
     ('mementograph_entity_id', 'CREATE CONSTRAINT mementograph_entity_id IF NOT EXISTS FOR (n:Entity) REQUIRE n.id IS UNIQUE'),
     ('mementograph_event_uid', 'CREATE CONSTRAINT mementograph_event_uid IF NOT EXISTS FOR (n:Event) REQUIRE n.uid IS UNIQUE'),
     ('mementograph_block_order', 'CREATE INDEX mementograph_block_order IF NOT EXISTS FOR (n:EvictedBlock) ON (n.namespace, n.session_id, n.kind, n.seq)'),
+    ('mementograph_block_scope', 'CREATE INDEX mementograph_block_scope IF NOT EXISTS FOR (n:EvictedBlock) ON (n.namespace, n.session_id)'),
     ('mementograph_block_namespace', 'CREATE INDEX mementograph_block_namespace IF NOT EXISTS FOR (n:EvictedBlock) ON (n.namespace)'),
-    ('mementograph_block_session', 'CREATE INDEX mementograph_block_session IF NOT EXISTS FOR (n:EvictedBlock) ON (n.session_id)'),
+    ('mementograph_memento_scope', 'CREATE INDEX mementograph_memento_scope IF NOT EXISTS FOR (n:Memento) ON (n.namespace, n.session_id)'),
     ('mementograph_memento_namespace', 'CREATE INDEX mementograph_memento_namespace IF NOT EXISTS FOR (n:Memento) ON (n.namespace)'),
-    ('mementograph_memento_session', 'CREATE INDEX mementograph_memento_session IF NOT EXISTS FOR (n:Memento) ON (n.session_id)'),
+    ('mementograph_page_scope', 'CREATE INDEX mementograph_page_scope IF NOT EXISTS FOR (n:Page) ON (n.namespace, n.session_id)'),
     ('mementograph_page_namespace', 'CREATE INDEX mementograph_page_namespace IF NOT EXISTS FOR (n:Page) ON (n.namespace)'),
-    ('mementograph_page_session', 'CREATE INDEX mementograph_page_session IF NOT EXISTS FOR (n:Page) ON (n.session_id)'),
     ('mementograph_event_order', 'CREATE INDEX mementograph_event_order IF NOT EXISTS FOR (n:Event) ON (n.namespace, n.session_id, n.seq)'),
-    ('mementograph_event_session', 'CREATE INDEX mementograph_event_session IF NOT EXISTS FOR (n:Event) ON (n.session_id)'),
+    ('mementograph_entity_key', 'CREATE INDEX mementograph_entity_key IF NOT EXISTS FOR (n:Entity) ON (n.namespace, n.key)'),
     ('mementograph_entity_namespace', 'CREATE INDEX mementograph_entity_namespace IF NOT EXISTS FOR (n:Entity) ON (n.namespace)'),
     ('mementograph_session_namespace', 'CREATE INDEX mementograph_session_namespace IF NOT EXISTS FOR (n:Session) ON (n.namespace)'),
     (FULLTEXT_INDEX, f'CREATE FULLTEXT INDEX {FULLTEXT_INDEX} IF NOT EXISTS FOR (n:Memento|EvictedBlock) ON EACH [n.text] '
                      'OPTIONS {indexConfig: {`fulltext.eventually_consistent`: true}}'),
 )  # fmt: skip
+_OBSOLETE_INDEXES: Final = (
+    'mementograph_block_session', 'mementograph_memento_session', 'mementograph_page_session',
+    'mementograph_event_session',
+)  # fmt: skip
+"""Single-property session_id indexes of earlier versions: the planner preferred them (or the namespace index) to
+the composite (namespace, session_id) ones, and every extra index slows writes."""
 _SCHEMA_RACE_CODES: Final = frozenset(
     {
         'Neo.ClientError.Schema.EquivalentSchemaRuleAlreadyExists',
@@ -526,6 +532,7 @@ class Neo4jStore:
                     for record in session.run(query)
                 }
                 missing = [statement for name, statement in _SCHEMA if name not in existing]
+                missing += [f'DROP INDEX {name} IF EXISTS' for name in _OBSOLETE_INDEXES if name in existing]
                 for statement in missing:
                     try:
                         session.run(statement).consume()
@@ -588,7 +595,8 @@ class Neo4jStore:
 
     def last_message_index(self, session_id: str, *, namespace: str = DEFAULT_NAMESPACE) -> int:
         rows = self._rows(
-            'MATCH (e:Event {namespace: $namespace, session_id: $session_id}) RETURN max(e.message_index) AS last',
+            'MATCH (e:Event {namespace: $namespace, session_id: $session_id}) WHERE e.seq >= 0 '
+            'RETURN max(e.message_index) AS last',
             'last_message_index',
             namespace=namespace,
             session_id=session_id,
@@ -763,7 +771,7 @@ class Neo4jStore:
               COUNT {{ MATCH (b:EvictedBlock)-[:MENTIONS]->(e:Entity) WHERE {scope('b')} RETURN DISTINCT e }}
                 AS entities,
               COUNT {{ MATCH (p:Page) WHERE {scope('p')} }} AS pages,
-              COUNT {{ MATCH (e:Event) WHERE {scope('e')} }} AS events,
+              COUNT {{ MATCH (e:Event) WHERE {scope('e')} AND e.seq >= 0 }} AS events,
               COLLECT {{ MATCH (b:EvictedBlock) WHERE {scope('b')} AND b.kind = 'block' RETURN sum(b.tokens) }}[0]
                 AS block_tokens,
               COLLECT {{ MATCH (m:Memento) WHERE {scope('m')} AND m.level = 1 RETURN sum(m.tokens) }}[0]
@@ -1101,10 +1109,10 @@ def _delete_session(tx: ManagedTransaction, namespace: str, session_id: str) -> 
         params,
     ).single(strict=True)['ids']
     removed = 0
-    for label in ('EvictedBlock', 'Memento', 'Page', 'Event'):
+    for label, index_hint in (('EvictedBlock', ''), ('Memento', ''), ('Page', ''), ('Event', 'WHERE n.seq >= 0 ')):
         counters = (
             tx.run(
-                _q(f'MATCH (n:{label} {{namespace: $namespace, session_id: $session_id}}) DETACH DELETE n'),
+                _q(f'MATCH (n:{label} {{namespace: $namespace, session_id: $session_id}}) {index_hint}DETACH DELETE n'),
                 params,
             )
             .consume()

@@ -139,8 +139,11 @@ class GraphStore(Protocol):
         *,
         session_id: str | None = None,
         namespace: str | None = None,
+        limit: int | None = None,
+        timeout: float | None = None,
     ) -> list[dict[str, Any]]:
-        """Run a read-only Cypher query; rows as plain dicts."""
+        """Run a read-only Cypher query; rows as plain dicts. At most `limit` rows (default 1000) and `timeout`
+        seconds (default 10), else `QueryError`; writes raise `ReadOnlyViolationError`."""
         ...
 
     def stats(self, *, namespace: str | None = DEFAULT_NAMESPACE, session_id: str | None = None) -> StoreStats:

@@ -1,0 +1,84 @@
+"""`SessionLogWriter` -- appends arriving messages to the session log on one background thread, in order.
+
+Serializing a message exactly and committing it costs a few hundred microseconds on SQLite and milliseconds over
+bolt; none of it has to delay the model request. One worker thread keeps the log in arrival order, a failed
+append stays pending and is retried with the next one (appends are idempotent by message index), and `flush()`
+makes everything submitted durable before a compaction is written or the run ends.
+"""
+
+from __future__ import annotations
+
+import threading
+from collections import deque
+from collections.abc import Sequence
+from concurrent.futures import Future, ThreadPoolExecutor
+
+from pydantic_ai.messages import ModelMessage
+
+from ..knowledge_graph import SessionEvent
+from ..knowledge_graph.store import GraphStore
+
+__all__ = ('SessionLogWriter',)
+
+
+class SessionLogWriter:
+    """Background, ordered, retrying appends of one session's messages."""
+
+    def __init__(self, store: GraphStore, session_id: str, namespace: str) -> None:
+        self._store = store
+        self._session_id = session_id
+        self._namespace = namespace
+        self._pending: deque[tuple[int, ModelMessage]] = deque()
+        self._lock = threading.Lock()
+        self._executor: ThreadPoolExecutor | None = None
+        self._last: Future[None] | None = None
+        self._reported: Future[None] | None = None
+
+    def submit(self, items: Sequence[tuple[int, ModelMessage]]) -> None:
+        """Queue `(message_index, message)` pairs for appending."""
+        if not items:
+            return
+        with self._lock:
+            self._pending.extend(items)
+        if self._executor is None:
+            self._executor = ThreadPoolExecutor(max_workers=1, thread_name_prefix='mementograph-log')
+        self._last = self._executor.submit(self._drain)
+
+    def _drain(self) -> None:
+        with self._lock:
+            batch = list(self._pending)
+        if not batch:
+            return
+        events = [
+            SessionEvent.for_message(message, session_id=self._session_id, namespace=self._namespace, index=index)
+            for index, message in batch
+        ]
+        self._store.append_events(events)
+        with self._lock:
+            for _ in batch:
+                self._pending.popleft()
+
+    def failure(self) -> BaseException | None:
+        """The error of the latest finished append, reported once (its messages stay queued for a retry)."""
+        last = self._last
+        if last is None or not last.done() or last is self._reported:
+            return None
+        self._reported = last
+        return last.exception()
+
+    def flush(self) -> None:
+        """Block until every queued message is in the store; raises the store's error if it still fails."""
+        if self._executor is None:
+            return
+        future = self._executor.submit(self._drain)
+        self._last = self._reported = future
+        future.result()
+
+    def close(self) -> None:
+        """Flush, then stop the worker thread."""
+        try:
+            self.flush()
+        finally:
+            if self._executor is not None:
+                self._executor.shutdown(wait=True)
+                self._executor = None
