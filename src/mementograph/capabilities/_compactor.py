@@ -37,8 +37,8 @@ from ..knowledge_graph import (
 )
 from ..knowledge_graph.memory import BlockInput, MementoEngine, MementoResult, Segment, render_block, segment_blocks
 from ..knowledge_graph.store import GraphStore
-from ._logwriter import SessionLogWriter
 from ._layout import MICRO_METADATA, Slot, StubInfo, layout, make_stub, micro_part_id, stub_info, stub_shape
+from ._logwriter import SessionLogWriter
 
 __all__ = ('CompactionPolicy', 'CompactionReport', 'MentionExtractor', 'SessionCompactor', 'Trigger')
 
