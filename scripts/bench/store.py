@@ -16,6 +16,8 @@ import json
 import os
 import sqlite3
 import statistics
+import subprocess
+import sys
 import tempfile
 import time
 from pathlib import Path
@@ -86,7 +88,19 @@ def main() -> None:
     parser.add_argument('--sizes', default='1000,10000,100000')
     parser.add_argument('--data', default=os.environ.get('MEMENTOGRAPH_DATA_DIR', str(REPO.parent / 'shared' / 'data')))
     parser.add_argument('--recovers', type=int, default=2000)
+    parser.add_argument('--store', choices=('memory', 'sqlite'), help='only this store (one child process)')
     args = parser.parse_args()
+    if args.store is None:
+        # each store and size in its own process, so one's memory never hides another's
+        rows = []
+        for size in args.sizes.split(','):
+            for store in ('memory', 'sqlite'):
+                child = [sys.executable, __file__, '--sizes', size, '--store', store, '--data', args.data]
+                done = subprocess.run(child, capture_output=True, text=True, check=True)
+                rows.extend(json.loads(line) for line in done.stdout.splitlines() if line.startswith('{'))
+                print(json.dumps(rows[-1]), flush=True)
+        report(rows)
+        return
     counter = TokenCounter()
     blocks = real_blocks(Path(args.data), counter)
     rows = []
@@ -96,7 +110,8 @@ def main() -> None:
         total_mb = sum(len(p[1]) for p in payloads) / 1e6
         with tempfile.TemporaryDirectory() as tmp:
             base_s = baseline_write(Path(tmp) / 'baseline.db', payloads)
-            for uri in ('memory://', f'sqlite://{Path(tmp) / "store.db"}'):
+            uri = 'memory://' if args.store == 'memory' else f'sqlite://{Path(tmp) / "store.db"}'
+            for uri in (uri,):
                 rss_before = rss_mb()
                 store = open_store(uri)
                 started = time.perf_counter()
@@ -104,6 +119,7 @@ def main() -> None:
                     store.write_eviction(eviction)
                 write_s = time.perf_counter() - started
                 rss_after = rss_mb()
+                file_mb = sum(f.stat().st_size for f in Path(tmp).glob('store.db*')) / 1e6
                 ids = [payloads[(i * 7919) % size][0] for i in range(min(args.recovers, size * 3))]
                 latencies = []
                 for block_id in ids:
@@ -122,17 +138,24 @@ def main() -> None:
                         'recover_p50_ms': round(statistics.median(latencies), 3),
                         'recover_p95_ms': round(percentile(latencies, 0.95), 3),
                         'rss_growth_mb': round(rss_after - rss_before, 1),
+                        'file_mb': round(file_mb, 1),
                     }
                 )
                 print(json.dumps(rows[-1]), flush=True)
-    header = '| blocks | store | payload MB | writes/s | raw inserts/s | ratio | recover p50 ms | recover p95 ms | RSS growth MB |'
+
+
+def report(rows: list[dict[str, object]]) -> None:
+    header = (
+        '| blocks | store | payload MB | writes/s | raw inserts/s | ratio | recover p50 ms | recover p95 ms '
+        '| RSS growth MB | file MB |'
+    )
     print('\n' + header)
-    print('|' + '---|' * 9)
+    print('|' + '---|' * 10)
     for r in rows:
         print(
             f'| {r["blocks"]} | {r["store"]} | {r["payload_mb"]} | {r["write_blocks_per_s"]} | '
             f'{r["baseline_blocks_per_s"]} | {r["ratio_vs_baseline"]} | {r["recover_p50_ms"]} | '
-            f'{r["recover_p95_ms"]} | {r["rss_growth_mb"]} |'
+            f'{r["recover_p95_ms"]} | {r["rss_growth_mb"]} | {r["file_mb"]} |'
         )
     out = REPO / 'bench-results'
     out.mkdir(exist_ok=True)
