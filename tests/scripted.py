@@ -34,10 +34,12 @@ class ScriptedModel:
     made: int = 0
     seen: list[list[ModelMessage]] = field(default_factory=list[list[ModelMessage]])
     tool_names: list[list[str]] = field(default_factory=list[list[str]])
+    infos: list[AgentInfo] = field(default_factory=list[AgentInfo])
 
     def __call__(self, messages: list[ModelMessage], info: AgentInfo) -> ModelResponse:
         self.seen.append(list(messages))
         self.tool_names.append(sorted(t.name for t in info.function_tools))
+        self.infos.append(info)
         calls = self.made  # its own count: evicted tool returns no longer appear in `messages`
         self.made += 1
         usage = RequestUsage(input_tokens=sum(len(message_text(m)) // 4 for m in messages), output_tokens=20)

@@ -110,8 +110,8 @@ def main() -> None:
         total_mb = sum(len(p[1]) for p in payloads) / 1e6
         with tempfile.TemporaryDirectory() as tmp:
             base_s = baseline_write(Path(tmp) / 'baseline.db', payloads)
-            uri = 'memory://' if args.store == 'memory' else f'sqlite://{Path(tmp) / "store.db"}'
-            for uri in (uri,):
+            uris = ('memory://',) if args.store == 'memory' else (f'sqlite://{Path(tmp) / "store.db"}',)
+            for uri in uris:
                 rss_before = rss_mb()
                 store = open_store(uri)
                 started = time.perf_counter()

@@ -9,6 +9,7 @@ from pathlib import Path
 import pytest
 from pydantic_ai import Agent
 from pydantic_ai.messages import ToolCallPart, ToolReturnPart
+from pydantic_ai.usage import UsageLimits
 
 from mementograph import MementoCompaction, MementoWarning, create_agent, open_store
 from mementograph._messages import deserialize_messages, message_text, serialize_messages
@@ -283,3 +284,19 @@ async def test_model_is_told_when_context_stays_near_the_hard_limit(store: Graph
         result = await scripted_agent(model, [capability]).run('Go.')
     notices = [m for m in result.all_messages() if 'could not be compacted further' in message_text(m)]
     assert len(notices) == 1
+
+
+async def test_every_evicted_block_is_on_a_page_and_pages_close(store: GraphStore) -> None:
+    model = ScriptedModel(steps=30)
+    capability = MementoCompaction(store, max_tokens=2_500, session_id='pages')
+    result = await scripted_agent(model, [capability]).run(
+        'Fix every module.', usage_limits=UsageLimits(request_limit=None)
+    )
+
+    pages = store.list_pages(session_id='pages')
+    blocks = {b.id for b in store.list_blocks(session_id='pages')}
+    assert pages and {b for p in pages for b in p.block_ids} == blocks  # every evicted block is on a page
+    closed = [p for p in pages if p.summary]
+    assert closed, 'no page closed in a 30-step session'
+    assert all(p.topics for p in closed)
+    assert result.output.startswith('All 30 modules pass')

@@ -36,6 +36,7 @@ from ..knowledge_graph import (
     memento_id_for,
 )
 from ..knowledge_graph.memory import BlockInput, MementoEngine, MementoResult, Segment, render_block, segment_blocks
+from ..knowledge_graph.recall import pages_for_eviction
 from ..knowledge_graph.store import GraphStore
 from ._layout import MICRO_METADATA, Slot, StubInfo, layout, make_stub, micro_part_id, stub_info, stub_shape
 from ._logwriter import SessionLogWriter
@@ -461,6 +462,14 @@ class SessionCompactor:
                 report, usage_tokens=usage, skipped=f'saving {saving} tokens is below min_saving_tokens'
             )
 
+        pages = pages_for_eviction(
+            self.store,
+            session_id=self.session_id,
+            namespace=self.namespace,
+            blocks=blocks,
+            mementos=mementos,
+            mentions=mentions,
+        )
         compaction = CompactionReport(
             trigger=report.trigger,
             tokens_before=tokens,
@@ -483,6 +492,7 @@ class SessionCompactor:
                 blocks=tuple(blocks),
                 mementos=tuple(mementos),
                 mentions=tuple(mentions),
+                pages=pages,
                 events=(event,),
             )
         )

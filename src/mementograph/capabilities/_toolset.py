@@ -9,6 +9,7 @@ from pydantic_ai.tools import AgentDepsT
 from pydantic_ai.toolsets import FunctionToolset
 
 from ..knowledge_graph.memory import render_block
+from ..knowledge_graph.recall import recall, render_recall, retrieve_page
 from ..knowledge_graph.store import BlockIntegrityError, NotFoundError, recover_chain
 from ._events import MementoRecoveredEvent
 
@@ -96,49 +97,35 @@ class MementoToolset(FunctionToolset[AgentDepsT]):
         )
 
     async def recall(self, ctx: RunContext[AgentDepsT], query: str, k: int = 5) -> str:
-        """Find archived blocks by the entities and words they mention (files, symbols, errors, values, names).
+        """Find archived blocks by the entities and words they mention (files, symbols, errors, values, names,
+        dates), with why each was found; recover any of them with `recover_block`.
 
         Args:
             query: What to look for.
-            k: How many blocks to return.
+            k: How many blocks to return (at most 20).
         """
         capability = self._run_capability(ctx)
-        store = capability.graph_store
-        session = capability.resolve_session_id(ctx)
-        hits = store.search_text(query, k=max(1, min(k, 20)) * 2, namespace=capability.namespace, session_id=session)
-        seen: set[str] = set()
-        lines: list[str] = []
-        for hit in hits:
-            for block_id in hit.block_ids:
-                if block_id in seen or len(seen) >= k:
-                    continue
-                seen.add(block_id)
-                memento = store.memento_of(block_id, namespace=capability.namespace, session_id=session)
-                text = memento.text if memento is not None else ''
-                lines.append(f'- {block_id} (score {hit.score:.2f}): {text}')
-        if not lines:
-            return f'Nothing archived in this session matches {query!r}.'
-        return paginate('\n'.join(lines), 1, what='recall', more='')
+        hits = recall(
+            capability.graph_store,
+            query,
+            max(1, min(k, 20)),
+            namespace=capability.namespace,
+            session_id=capability.resolve_session_id(ctx),
+        )
+        return render_recall(hits, query, max_chars=TOOL_OUTPUT_CHARS)
 
     async def retrieve_page(self, ctx: RunContext[AgentDepsT], page_id: str, page: int = 1) -> str:
-        """Return the archived blocks of one page of the memory index.
+        """Return the archived blocks of one page of the memory index, within a token cap.
 
         Args:
             page_id: A page id from the index (e.g. `pg_...`) or its number.
-            page: Page of the output when it is long (1-based).
+            page: Part of the page's output when it is long (1-based).
         """
         capability = self._run_capability(ctx)
-        store = capability.graph_store
-        session = capability.resolve_session_id(ctx)
-        pages = store.list_pages(namespace=capability.namespace, session_id=session)
-        match = next((p for p in pages if p.id == page_id or str(p.number) == page_id.strip()), None)
-        if match is None:
-            return f'No page {page_id!r} in this session ({len(pages)} pages).'
-        texts = []
-        for block_id in match.block_ids:
-            for block in recover_chain(store, block_id, namespace=capability.namespace, session_id=session):
-                texts.append(f'[block {block.record.id}]\n{render_block(block.messages)}')
-        header = f'[page {match.number}: {match.summary}]\n'
-        return paginate(
-            header + '\n\n'.join(texts), page, what=match.id, more=f'retrieve_page("{match.id}", page={{page}})'
+        return retrieve_page(
+            capability.graph_store,
+            page_id,
+            session_id=capability.resolve_session_id(ctx),
+            namespace=capability.namespace,
+            part=page,
         )

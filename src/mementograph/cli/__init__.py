@@ -8,7 +8,7 @@ from collections.abc import Sequence
 
 from .._tokens import TokenizerUnavailableError
 from ..knowledge_graph.store import NotFoundError, StoreError
-from . import _query, _replay_cmd, _store_commands
+from . import _eval_cmd, _query, _recall_cmd, _replay_cmd, _store_commands
 from ._common import CliError
 
 __all__ = ('build_parser', 'main')
@@ -32,6 +32,8 @@ def build_parser() -> argparse.ArgumentParser:
     _store_commands.register(commands)
     _replay_cmd.register(commands)
     _query.register(commands)
+    _recall_cmd.register(commands)
+    _eval_cmd.register(commands)
     return parser
 
 

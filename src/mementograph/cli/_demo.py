@@ -140,6 +140,7 @@ def run_demo(
     store: GraphStore, *, model: str | None = None, budget: int = 2_500, quiet: bool = False
 ) -> dict[str, Any]:
     """Run the demo session against `store` and return its summary."""
+
     def say(text: str) -> None:
         if not quiet:
             print(text, flush=True)

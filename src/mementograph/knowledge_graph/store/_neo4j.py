@@ -16,7 +16,7 @@ import itertools
 import os
 from collections.abc import Callable, Iterator, Mapping, Sequence
 from contextlib import contextmanager
-from typing import Any, Final, LiteralString, TypeVar
+from typing import TYPE_CHECKING, Any, Final, LiteralString, TypeVar
 from urllib.parse import parse_qs, quote, unquote, urlsplit
 
 import neo4j
@@ -51,6 +51,9 @@ from ._errors import (
     StoreUnavailableError,
 )
 from ._protocol import RecoveredBlock, TextHit
+
+if TYPE_CHECKING:  # recall reads (section at the end of the reads); a runtime import would be circular
+    from ..recall._values import BlockInfo, EntityLookup
 
 __all__ = ('FULLTEXT_INDEX', 'Neo4jStore', 'session_key')
 
@@ -258,6 +261,58 @@ _MEMENTO_FIELDS: Final = (
     'm{.id, .session_id, .namespace, .text, .tokens, .summarizes, .score, .verified, .iterations, .compressor, '
     '.level} AS record'
 )
+
+
+_UNLIMITED: Final = 2**63 - 1
+"""A LIMIT that never binds: a negative limit means none, as in SQLite (Cypher refuses a negative LIMIT)."""
+
+_FIND_ENTITIES: Final = """
+UNWIND $keys AS key
+MATCH (e:Entity {namespace: $namespace, key: key})
+RETURN e
+"""
+_FIND_ENTITIES_BY_PREFIX: Final = """
+UNWIND $keys AS prefix
+CALL (prefix) {
+  MATCH (e:Entity) WHERE e.namespace = $namespace AND e.key STARTS WITH prefix
+  RETURN e ORDER BY e.namespace, e.key LIMIT $max_entities
+}
+RETURN e
+"""
+_ENTITY_POSTINGS: Final = """
+RETURN COUNT {{ MATCH (b:EvictedBlock {{namespace: $namespace, kind: 'block'}}) }} AS total,
+       COLLECT {{
+         CALL () {{ {find} }}
+         WITH DISTINCT e
+         RETURN {{
+           key: e.key, name: e.name, kind: e.kind,
+           blocks: COUNT {{ MATCH (e)<-[:MENTIONS]-(b:EvictedBlock {{kind: 'block'}}) RETURN b LIMIT $count_limit }},
+           postings: {postings}
+         }} AS entity
+       }} AS entities
+"""
+"""`entity_postings` in one round trip: the namespace's block count, then per entity found (by `{find}`) its
+document frequency (capped) and `{postings}`, the blocks in scope mentioning it (most mentions first, then id)."""
+_POSTINGS: Final = """COLLECT {{
+             MATCH (e)<-[r:MENTIONS]-(b:EvictedBlock {{kind: 'block'}}) WHERE {scope}
+             RETURN [b.id, r.count] AS posting ORDER BY r.count DESC, b.id LIMIT $limit
+           }}"""
+
+_BLOCK_INFO: Final = """
+UNWIND $ids AS block_id
+MATCH (b:EvictedBlock {{id: block_id}}) WHERE b.kind = 'block' AND {scope}
+RETURN b{{.id, .session_id, .seq, .first_message, .last_message, .tokens, .started_at}} AS record,
+       COLLECT {{
+         MATCH (p:EvictedBlock {{namespace: b.namespace, session_id: b.session_id, kind: 'block'}}) WHERE p.seq < b.seq
+         RETURN p.id AS id ORDER BY p.namespace DESC, p.session_id DESC, p.kind DESC, p.seq DESC, p.id DESC LIMIT 1
+       }} AS previous,
+       COLLECT {{
+         MATCH (n:EvictedBlock {{namespace: b.namespace, session_id: b.session_id, kind: 'block'}}) WHERE n.seq > b.seq
+         RETURN n.id AS id ORDER BY n.namespace, n.session_id, n.kind, n.seq, n.id LIMIT 1
+       }} AS following
+"""
+"""Blocks by id in scope, each with its neighbours in the session by `seq` (what its `NEXT` edges link): the
+nearest block before and after, read straight off the composite block-order index, as `_READ_SESSION` does."""
 
 
 def _scope(variable: str, namespace: str | None, session_id: str | None, *, session_field: str = 'session_id') -> str:
@@ -794,6 +849,101 @@ class Neo4jStore:
             block_tokens=counts['block_tokens'],
             memento_tokens=counts['memento_tokens'],
         )
+
+    # -- recall reads (issue 6): entity postings and block neighbours ---------------------------------------------
+    # Recall itself is Python over these two reads (knowledge_graph/recall), so every backend ranks identically.
+
+    def entity_postings(
+        self,
+        keys: Sequence[str],
+        *,
+        namespace: str = DEFAULT_NAMESPACE,
+        session_id: str | None = None,
+        prefix: bool = False,
+        limit: int = 200,
+        max_entities: int = 64,
+        count_limit: int = 10_000,
+    ) -> EntityLookup:
+        """Entities by key (or key prefix), each with its document frequency and the blocks in scope mentioning it.
+
+        Args:
+            keys: entity keys (`class:value`, see `entities.entity_key`); with `prefix`, key prefixes.
+            namespace: entities and blocks of this namespace only.
+            session_id: postings only from blocks of this session (`None`: the whole namespace). Document
+                frequencies and `total_blocks` are always namespace-wide.
+            prefix: match keys starting with each of `keys` (at most `max_entities` per prefix, in key order).
+            limit: postings per entity, most mentions first, then block id (0: document frequencies only).
+            max_entities: cap on the entities one prefix may match.
+            count_limit: document frequencies are counted up to this (an entity more common than that is
+                reported as `count_limit`: it is too common to single anything out, and counting it exactly is what
+                would make the read slow at scale).
+        """
+        from ..recall._values import EntityLookup, EntityPostings, Posting
+
+        postings = _POSTINGS.format(scope=_scope('b', namespace, session_id)) if limit > 0 else '[]'
+        cypher = _ENTITY_POSTINGS.format(find=_FIND_ENTITIES_BY_PREFIX if prefix else _FIND_ENTITIES, postings=postings)
+        rows = self._rows(
+            cypher,
+            'entity_postings',
+            keys=list(dict.fromkeys(keys)),
+            namespace=namespace,
+            session_id=session_id,
+            limit=max(limit, 0),
+            max_entities=max_entities if max_entities >= 0 else _UNLIMITED,
+            count_limit=count_limit if count_limit >= 0 else _UNLIMITED,
+        )
+        found = {entity['key']: entity for entity in rows[0]['entities']}
+        entities: list[EntityPostings] = []
+        for key in sorted(found):
+            entity = found[key]
+            blocks = int(entity['blocks'])
+            entities.append(
+                EntityPostings(
+                    entity=EntityRecord(key=key, name=entity['name'], kind=entity['kind']),
+                    blocks=blocks,
+                    postings=tuple(
+                        Posting(block_id=block_id, count=int(count)) for block_id, count in entity['postings']
+                    )
+                    if blocks
+                    else (),
+                )
+            )
+        return EntityLookup(total_blocks=int(rows[0]['total']), entities=tuple(entities))
+
+    def block_info(
+        self, block_ids: Sequence[str], *, namespace: str = DEFAULT_NAMESPACE, session_id: str | None = None
+    ) -> list[BlockInfo]:
+        """Position, size, time and `NEXT` neighbours of blocks (kind `block`), without their bytes.
+
+        Ids not found in scope are left out; the result follows the order of `block_ids` (duplicates once).
+        """
+        from ..recall._values import BlockInfo
+
+        ids = list(dict.fromkeys(block_ids))
+        if not ids:
+            return []
+        rows = self._rows(
+            _BLOCK_INFO.format(scope=_scope('b', namespace, session_id)),
+            'block_info',
+            ids=ids,
+            namespace=namespace,
+            session_id=session_id,
+        )
+        found: dict[str, BlockInfo] = {}
+        for row in rows:
+            record = row['record']
+            found[record['id']] = BlockInfo(
+                id=record['id'],
+                session_id=record['session_id'],
+                seq=record['seq'],
+                first_message=record['first_message'],
+                last_message=record['last_message'],
+                tokens=record['tokens'],
+                started_at=record['started_at'],
+                previous_id=row['previous'][0] if row['previous'] else None,
+                next_id=row['following'][0] if row['following'] else None,
+            )
+        return [found[block_id] for block_id in ids if block_id in found]
 
     # -- Cypher -----------------------------------------------------------------------------------------------
 

@@ -95,7 +95,7 @@ CREATE TABLE IF NOT EXISTS entities (
 CREATE TABLE IF NOT EXISTS mentions (
     source_id TEXT NOT NULL, entity_id TEXT NOT NULL, count INTEGER NOT NULL, PRIMARY KEY (source_id, entity_id)
 ) WITHOUT ROWID;
-CREATE INDEX IF NOT EXISTS mentions_entity ON mentions (entity_id);
+CREATE INDEX IF NOT EXISTS mentions_entity ON mentions (entity_id, count DESC, source_id);
 CREATE TABLE IF NOT EXISTS pages (
     id TEXT PRIMARY KEY, namespace TEXT NOT NULL, session_id TEXT NOT NULL, number INTEGER NOT NULL,
     first_turn INTEGER NOT NULL, last_turn INTEGER NOT NULL, summary TEXT NOT NULL, topics_json TEXT NOT NULL
@@ -763,6 +763,7 @@ class SqliteStore:
         prefix: bool = False,
         limit: int = 200,
         max_entities: int = 64,
+        count_limit: int = 10_000,
     ) -> EntityLookup:
         """Entities by key (or key prefix), each with its document frequency and the blocks in scope mentioning it.
 
@@ -774,6 +775,9 @@ class SqliteStore:
             prefix: match keys starting with each of `keys` (at most `max_entities` per prefix, in key order).
             limit: postings per entity, most mentions first, then block id (0: document frequencies only).
             max_entities: cap on the entities one prefix may match.
+            count_limit: document frequencies are counted up to this (an entity more common than that is
+                reported as `count_limit`: it is too common to single anything out, and counting it exactly is what
+                would make the read slow at scale).
         """
         from ..recall._values import EntityLookup, EntityPostings, Posting
 
@@ -797,8 +801,9 @@ class SqliteStore:
             for key in sorted(found):
                 entity_id = entity_id_for(namespace, key)
                 blocks = conn.execute(
-                    "SELECT count(*) FROM mentions WHERE entity_id = ? AND source_id >= 'blk_' AND source_id < 'blk`'",
-                    (entity_id,),
+                    'SELECT count(*) FROM (SELECT 1 FROM mentions WHERE entity_id = ? '
+                    "AND source_id >= 'blk_' AND source_id < 'blk`' LIMIT ?)",
+                    (entity_id, count_limit),
                 ).fetchone()[0]
                 postings: list[Posting] = []
                 if limit > 0 and blocks:

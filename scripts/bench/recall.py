@@ -1,0 +1,214 @@
+"""Recall benchmark: `recall` latency p50/p95 at 1k, 10k and 100k blocks, per backend, and how it grows.
+
+Usage:
+    TIKTOKEN_CACHE_DIR=... .venv/bin/python scripts/bench/recall.py [--sizes 1000,10000,100000] [--data DIR]
+        [--store sqlite|memory|neo4j://HOST:7687 ...] [--queries 60]
+
+Payloads are real: the shared agent trajectories segmented as the capability segments them, each block with its
+extractive memento and its entities (`mentions_for` on block and memento, as the compactor writes them), cycled
+into sessions of 1,000 blocks until the target count (a cycled block gets a new id in its new place). Queries
+are real too: entity names drawn from random blocks (a file, a symbol or error, a plain word), two or three per
+query, seeded. The measured call is what the `recall` tool runs (`recall(store, query, k=10)` over the whole
+namespace: the hardest scope) after one warm-up round; the first search also builds the lazy full-text index,
+which is timed apart (`index_s`). Measured side by side in the same run: `recall` (fused, the tool's call), the
+graph ranking alone (`method='graph'`, Python over the entity reads), and the store's plain BM25 `search_text`
+with the same words (the baseline `recall` cannot be faster than).
+
+Writes a table to stdout and JSON to bench-results/recall.json. Neo4j runs when `--store neo4j://...` is given
+(credentials from NEO4J_USERNAME/NEO4J_PASSWORD).
+"""
+
+from __future__ import annotations
+
+import argparse
+import asyncio
+import json
+import os
+import random
+import statistics
+import tempfile
+import time
+from collections.abc import Sequence
+from pathlib import Path
+from typing import Any
+
+from mementograph._tokens import TokenCounter
+from mementograph._transcripts import load_transcript
+from mementograph.knowledge_graph import BlockRecord, Eviction, MementoRecord, Mention, memento_id_for
+from mementograph.knowledge_graph.entities import extract_entities, mentions_for
+from mementograph.knowledge_graph.memory import BlockInput, MementoEngine, segment_blocks
+from mementograph.knowledge_graph.recall import recall
+from mementograph.knowledge_graph.store import GraphStore, open_store
+
+REPO = Path(__file__).resolve().parents[2]
+SESSION_BLOCKS = 1_000
+BATCH = 250
+"""Blocks per eviction transaction while loading (loading speed is not what this benchmark measures)."""
+
+
+class Source:
+    """One distinct real block: messages, text, tokens, memento text and the entities of both."""
+
+    def __init__(self, messages: Sequence[Any], text: str, tokens: int, memento: str, memento_tokens: int) -> None:
+        self.messages = list(messages)
+        self.text = text
+        self.tokens = tokens
+        self.memento = memento
+        self.memento_tokens = memento_tokens
+        self.block_entities = mentions_for('_', text)
+        self.memento_entities = mentions_for('_', memento)
+
+
+def real_sources(data: Path, counter: TokenCounter) -> list[Source]:
+    engine = MementoEngine(counter=counter)
+    sources: list[Source] = []
+    for path in sorted((data / 'agent_trajectories').glob('*.traj.json')):
+        messages = load_transcript(path)
+        for segment in segment_blocks(messages, counter, min_tokens=200, max_tokens=2000):
+            chunk = messages[segment.start : segment.end]
+            block = BlockInput.from_messages(chunk, counter)
+            try:
+                result = asyncio.run(engine.make_memento(block))
+            except Exception:
+                continue
+            sources.append(Source(chunk, block.text, block.tokens, result.text, result.tokens))
+    return sources
+
+
+def _relink(mentions: Sequence[Mention], source_id: str) -> list[Mention]:
+    return [Mention(source_id=source_id, entity=m.entity, count=m.count) for m in mentions]
+
+
+def load(store: GraphStore, sources: Sequence[Source], count: int) -> None:
+    pending: dict[str, list[tuple[BlockRecord, MementoRecord, list[Mention]]]] = {}
+    for i in range(count):
+        source = sources[i % len(sources)]
+        session = f's{i // SESSION_BLOCKS}'
+        block = BlockRecord.from_messages(
+            source.messages, session_id=session, seq=i, tokens=source.tokens, text=source.text
+        )
+        memento = MementoRecord(
+            id=memento_id_for('default', session, [block.id]),
+            session_id=session,
+            namespace='default',
+            text=source.memento,
+            tokens=source.memento_tokens,
+            summarizes=(block.id,),
+            compressor='extractive',
+        )
+        mentions = _relink(source.block_entities, block.id) + _relink(source.memento_entities, memento.id)
+        pending.setdefault(session, []).append((block, memento, mentions))
+        if len(pending[session]) >= BATCH or i == count - 1:
+            for sid, items in list(pending.items()):
+                store.write_eviction(
+                    Eviction(
+                        session_id=sid,
+                        blocks=tuple(b for b, _, _ in items),
+                        mementos=tuple(m for _, m, _ in items),
+                        mentions=tuple(x for _, _, ms in items for x in ms),
+                    )
+                )
+            pending.clear()
+
+
+def queries(sources: Sequence[Source], count: int, seed: int = 7) -> list[str]:
+    """Two or three entity names from one random block: what an agent asks about what it did."""
+    rng = random.Random(seed)
+    out: list[str] = []
+    while len(out) < count:
+        source = rng.choice(sources)
+        entities = extract_entities(source.text)
+        named = [e.name for e in entities if e.kind in ('file', 'symbol', 'error', 'command', 'test')]
+        words = [e.name for e in entities if e.kind == 'concept']
+        if not named or not words:
+            continue
+        picked = [*rng.sample(named, min(len(named), rng.choice((1, 2)))), rng.choice(words)]
+        out.append(' '.join(picked))
+    return out
+
+
+def percentile(values: Sequence[float], q: float) -> float:
+    ordered = sorted(values)
+    return ordered[min(len(ordered) - 1, int(q * len(ordered)))]
+
+
+def measure(store: GraphStore, texts: Sequence[str], rounds: int = 3) -> dict[str, float]:
+    started = time.perf_counter()
+    store.search_text('warm up the full-text index', k=1)
+    index_s = time.perf_counter() - started
+    for text in texts:  # warm-up round (caches, lazy index)
+        recall(store, text, 10, session_id=None)
+    times: dict[str, list[float]] = {'recall': [], 'graph': [], 'search_text': []}
+    for _ in range(rounds):
+        for text in texts:
+            t0 = time.perf_counter()
+            recall(store, text, 10, session_id=None)
+            times['recall'].append((time.perf_counter() - t0) * 1000)
+            t0 = time.perf_counter()
+            recall(store, text, 10, session_id=None, method='graph')
+            times['graph'].append((time.perf_counter() - t0) * 1000)
+            t0 = time.perf_counter()
+            store.search_text(text, k=20)
+            times['search_text'].append((time.perf_counter() - t0) * 1000)
+    row: dict[str, float] = {'index_s': round(index_s, 2)}
+    for name, values in times.items():
+        row[f'{name}_p50_ms'] = round(statistics.median(values), 2)
+        row[f'{name}_p95_ms'] = round(percentile(values, 0.95), 2)
+    return row
+
+
+def main() -> None:
+    parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+    parser.add_argument('--sizes', default='1000,10000,100000')
+    parser.add_argument('--data', default=os.environ.get('MEMENTOGRAPH_DATA_DIR', str(REPO.parent / 'shared' / 'data')))
+    parser.add_argument('--store', action='append', help='sqlite (default), memory, or a neo4j:// URI; repeatable')
+    parser.add_argument('--queries', type=int, default=60)
+    args = parser.parse_args()
+    counter = TokenCounter()
+    started = time.perf_counter()
+    sources = real_sources(Path(args.data), counter)
+    print(f'{len(sources)} distinct real blocks prepared in {time.perf_counter() - started:.1f} s', flush=True)
+    texts = queries(sources, args.queries)
+    rows: list[dict[str, Any]] = []
+    for target in args.store or ['sqlite']:
+        for size in (int(s) for s in args.sizes.split(',')):
+            with tempfile.TemporaryDirectory() as tmp:
+                uri = f'sqlite://{Path(tmp) / "recall.db"}' if target == 'sqlite' else target
+                uri = 'memory://' if target == 'memory' else uri
+                store = open_store(uri)
+                try:
+                    t0 = time.perf_counter()
+                    load(store, sources, size)
+                    load_s = time.perf_counter() - t0
+                    row = {'blocks': size, 'store': uri.split('://')[0], 'load_s': round(load_s, 1)}
+                    row |= measure(store, texts)
+                finally:
+                    store.close()
+            rows.append(row)
+            print(json.dumps(row), flush=True)
+    by_store: dict[str, list[dict[str, Any]]] = {}
+    for row in rows:
+        by_store.setdefault(row['store'], []).append(row)
+    for store_rows in by_store.values():
+        base = store_rows[0]
+        for row in store_rows:
+            row['growth_p50_vs_smallest'] = round(row['recall_p50_ms'] / max(base['recall_p50_ms'], 1e-9), 2)
+    header = (
+        '| blocks | store | recall (fused) p50 / p95 ms | graph only p50 / p95 ms | search_text p50 / p95 ms | '
+        'fused p50 growth vs smallest | FTS index build s | load s |'
+    )
+    print('\n' + header)
+    print('|' + '---|' * 8)
+    for r in rows:
+        print(
+            f'| {r["blocks"]} | {r["store"]} | {r["recall_p50_ms"]} / {r["recall_p95_ms"]} | '
+            f'{r["graph_p50_ms"]} / {r["graph_p95_ms"]} | {r["search_text_p50_ms"]} / {r["search_text_p95_ms"]} | '
+            f'{r["growth_p50_vs_smallest"]} | {r["index_s"]} | {r["load_s"]} |'
+        )
+    out = REPO / 'bench-results'
+    out.mkdir(exist_ok=True)
+    (out / 'recall.json').write_text(json.dumps(rows, indent=2))
+
+
+if __name__ == '__main__':
+    main()

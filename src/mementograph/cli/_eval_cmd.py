@@ -1,0 +1,130 @@
+"""`eval locomo` and `eval longmemeval`: retrieval recall of every method on the same data in one run."""
+
+from __future__ import annotations
+
+import argparse
+import sys
+from collections.abc import Sequence
+from pathlib import Path
+
+from ..eval import (
+    EVAL_METHODS,
+    default_workers,
+    evaluate_locomo,
+    evaluate_longmemeval,
+    format_table,
+    locomo_tables,
+    longmemeval_tables,
+)
+from ..knowledge_graph.recall import Method
+from ._common import CliError, emit
+
+__all__ = ('register',)
+
+
+def _ints(text: str) -> tuple[int, ...]:
+    try:
+        values = tuple(int(part) for part in text.split(',') if part.strip())
+    except ValueError:
+        raise argparse.ArgumentTypeError(f'expected comma-separated integers, got {text!r}') from None
+    if not values or min(values) < 1:
+        raise argparse.ArgumentTypeError(f'expected positive integers, got {text!r}')
+    return values
+
+
+def _methods(text: str) -> tuple[Method, ...]:
+    names = tuple(part.strip() for part in text.split(',') if part.strip())
+    unknown = [name for name in names if name not in EVAL_METHODS]
+    if unknown or not names:
+        raise argparse.ArgumentTypeError(
+            f'unknown method {", ".join(unknown) or text!r}; choose from {", ".join(EVAL_METHODS)}'
+        )
+    return names  # type: ignore[return-value]
+
+
+def _path(args: argparse.Namespace) -> Path:
+    path = Path(args.path)
+    if not path.is_file():
+        raise CliError(f'no such file: {path}', code=2)
+    return path
+
+
+def _progress(args: argparse.Namespace, message: str) -> None:
+    if not args.json:
+        print(message, file=sys.stderr, flush=True)
+
+
+def _locomo(args: argparse.Namespace) -> int:
+    path = _path(args)
+    _progress(args, f'ingesting {path.name} through the memento engine ({args.workers} workers), then ranking ...')
+    report = evaluate_locomo(
+        path, ks=args.k, methods=args.methods, store_uri=args.store, limit=args.limit, workers=args.workers
+    )
+    text = '\n\n'.join(format_table(table) for table in locomo_tables(report))
+    text += (
+        f'\n\n{report.conversations} conversations, {report.turns} turns, {report.blocks} blocks '
+        f'({report.verified} verified mementos), {report.dialogue_tokens} dialogue tokens; '
+        f'ingest {report.seconds_ingest:.1f} s, retrieval {report.seconds_retrieval:.1f} s'
+    )
+    emit(args, report.to_json(), text)
+    return 0
+
+
+def _longmemeval(args: argparse.Namespace) -> int:
+    path = _path(args)
+    scope = 'per question and pooled' if args.pooled else 'per question'
+    _progress(args, f'ingesting {path.name} ({args.workers} workers), then ranking {scope} ...')
+    report = evaluate_longmemeval(
+        path,
+        pooled=args.pooled,
+        ks=args.k,
+        methods=args.methods,
+        time_filter=not args.no_time_filter,
+        limit=args.limit,
+        workers=args.workers,
+    )
+    text = '\n\n'.join(format_table(table) for table in longmemeval_tables(report))
+    text += (
+        f'\n\n{report.questions["overall"]} questions ({report.abstention_excluded} abstention questions excluded), '
+        f'{report.sessions} sessions, {report.turns} turns, {report.blocks} blocks, {report.dialogue_tokens} tokens; '
+        f'ingest {report.seconds_ingest:.1f} s, retrieval {report.seconds_retrieval:.1f} s'
+    )
+    emit(args, report.to_json(), text)
+    return 0
+
+
+def _common(parser: argparse.ArgumentParser, ks: Sequence[int]) -> None:
+    parser.add_argument('path', help='the benchmark JSON file')
+    parser.add_argument('--k', type=_ints, default=tuple(ks), help=f'cut-offs (default: {",".join(map(str, ks))})')
+    parser.add_argument(
+        '--methods', type=_methods, default=EVAL_METHODS, help=f'methods to compare (default: {",".join(EVAL_METHODS)})'
+    )
+    parser.add_argument('--limit', type=int, help='only the first N conversations / questions (a quick look)')
+    parser.add_argument(
+        '--workers', type=int, default=default_workers(), help='processes for ingest (default: %(default)s)'
+    )
+    parser.add_argument('--json', action='store_true', help='print JSON instead of tables')
+
+
+def register(commands: argparse._SubParsersAction[argparse.ArgumentParser]) -> None:
+    """Add `eval locomo` and `eval longmemeval`."""
+    parser = commands.add_parser('eval', help='retrieval benchmarks: LoCoMo, LongMemEval (every method, one run)')
+    benchmarks = parser.add_subparsers(dest='benchmark', metavar='BENCHMARK')
+    benchmarks.required = True
+
+    locomo = benchmarks.add_parser('locomo', help='dialog-turn evidence recall@k per category, answer retention')
+    _common(locomo, (5, 10, 25, 50))
+    locomo.add_argument('--store', default='memory://', help='where to archive (default: %(default)s)')
+    locomo.set_defaults(func=_locomo)
+
+    longmemeval = benchmarks.add_parser('longmemeval', help='session-level recall_all@k and ndcg_any@k')
+    _common(longmemeval, (5, 10))
+    longmemeval.add_argument(
+        '--pooled', action='store_true', help='also rank against every session of the file in one store'
+    )
+    longmemeval.add_argument(
+        '--no-time-filter',
+        action='store_true',
+        help='let a question see sessions dated after its day (by default memory holds only the past)',
+    )
+    longmemeval.set_defaults(func=_longmemeval)

@@ -1,0 +1,99 @@
+"""`recall` and `pages`: search the archive, browse its paged index."""
+
+from __future__ import annotations
+
+import argparse
+from dataclasses import asdict
+
+from ..knowledge_graph.recall import METHODS, PagePolicy, page_index_text, recall, render_recall, retrieve_page
+from ..knowledge_graph.store import GraphStore
+from ._common import CliError, add_store_options, emit, store_from
+
+__all__ = ('register',)
+
+
+def _recall(args: argparse.Namespace) -> int:
+    with store_from(args) as store:
+        hits = recall(
+            store,
+            args.query,
+            args.k,
+            method=args.method,
+            namespace=args.namespace,
+            session_id=args.session,
+            since=args.since,
+            until=args.until,
+        )
+    data = {'query': args.query, 'method': args.method, 'hits': [asdict(hit) for hit in hits]}
+    emit(args, data, render_recall(hits, args.query, max_chars=1_000_000))
+    return 0
+
+
+def _latest_session(store: GraphStore, namespace: str) -> str:
+    sessions = store.list_sessions(namespace=namespace)
+    if not sessions:
+        raise CliError(f'no session in namespace {namespace!r} (see `mementograph stats`)', code=3)
+    return sessions[-1].id
+
+
+def _pages(args: argparse.Namespace) -> int:
+    with store_from(args) as store:
+        session = args.session or _latest_session(store, args.namespace)
+        if args.page is not None:
+            text = retrieve_page(
+                store,
+                args.page,
+                session_id=session,
+                namespace=args.namespace,
+                part=args.part,
+                max_tokens=args.max_tokens,
+            )
+            emit(args, {'session_id': session, 'page': args.page, 'part': args.part, 'text': text}, text)
+            return 0
+        pages = store.list_pages(namespace=args.namespace, session_id=session)
+        index = page_index_text(store, session_id=session, namespace=args.namespace, policy=PagePolicy())
+    data = {
+        'session_id': session,
+        'index': index,
+        'pages': [
+            {
+                'id': page.id,
+                'number': page.number,
+                'first_turn': page.first_turn,
+                'last_turn': page.last_turn,
+                'closed': bool(page.summary),
+                'summary': page.summary,
+                'topics': list(page.topics),
+                'block_ids': list(page.block_ids),
+            }
+            for page in pages
+        ],
+    }
+    open_pages = [page for page in pages if not page.summary]
+    text = index or f'session {session}: no closed page yet'
+    if open_pages:
+        page = open_pages[-1]
+        text += f'\n(open) page {page.number} {page.id}: turns {page.first_turn}-{page.last_turn}, {len(page.block_ids)} blocks'
+    emit(args, data, text)
+    return 0
+
+
+def register(commands: argparse._SubParsersAction[argparse.ArgumentParser]) -> None:
+    """Add `recall` and `pages`."""
+    parser = commands.add_parser('recall', help='find archived blocks by entities and words (graph + BM25, fused)')
+    parser.add_argument('query')
+    add_store_options(parser)
+    parser.add_argument('--k', type=int, default=10, help='hits to return (default: %(default)s)')
+    parser.add_argument('--method', choices=METHODS, default='fused', help='ranking (default: %(default)s)')
+    parser.add_argument('--session', help='one session (default: every session of the namespace)')
+    parser.add_argument('--since', metavar='TIME', help='only blocks that started at or after this ISO-8601 time')
+    parser.add_argument('--until', metavar='TIME', help='only blocks that started before this ISO-8601 time')
+    parser.set_defaults(func=_recall)
+
+    pages = commands.add_parser('pages', help="a session's paged index, or one page's blocks (--page)")
+    add_store_options(pages)
+    pages.add_argument('--session', help='the session (default: the most recent one)')
+    pages.add_argument('--page', help='a page id (pg_...) or number: print its blocks')
+    pages.add_argument('--part', type=int, default=1, help='part of a long page (default: %(default)s)')
+    pages.add_argument('--max-tokens', type=int, default=3_000, help='tokens per part (default: %(default)s)')
+    pages.set_defaults(func=_pages)

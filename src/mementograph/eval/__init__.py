@@ -1,0 +1,48 @@
+"""Benchmarks: LoCoMo and LongMemEval retrieval through the real engine and store, every method in one run."""
+
+from __future__ import annotations
+
+from ._common import EVAL_METHODS, Table, format_table
+from ._ingest import (
+    DIALOGUE_MAX_TOKENS,
+    DIALOGUE_MIN_TOKENS,
+    Dialogue,
+    DialogueIngestor,
+    IngestedBlock,
+    IngestedDialogue,
+    Segment,
+    Turn,
+    default_workers,
+    ingest_all,
+)
+from ._locomo import LocomoReport, evaluate_locomo, load_locomo, locomo_tables
+from ._longmemeval import LongMemEvalReport, evaluate_longmemeval, longmemeval_tables
+from ._metrics import dcg, evidence_recall, ndcg_any, recall_all, retains_answer
+
+__all__ = (
+    'DIALOGUE_MAX_TOKENS',
+    'DIALOGUE_MIN_TOKENS',
+    'EVAL_METHODS',
+    'Dialogue',
+    'DialogueIngestor',
+    'IngestedBlock',
+    'IngestedDialogue',
+    'LocomoReport',
+    'LongMemEvalReport',
+    'Segment',
+    'Table',
+    'Turn',
+    'dcg',
+    'default_workers',
+    'evaluate_locomo',
+    'evaluate_longmemeval',
+    'evidence_recall',
+    'format_table',
+    'ingest_all',
+    'load_locomo',
+    'locomo_tables',
+    'longmemeval_tables',
+    'ndcg_any',
+    'recall_all',
+    'retains_answer',
+)

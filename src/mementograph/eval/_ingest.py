@@ -1,0 +1,329 @@
+"""`_ingest` -- dialogue into the real engine and store: blocks, mementos, `MENTIONS`, pages, the session log.
+
+A benchmark conversation is replayed the way the capability would archive it: turns become pydantic-ai messages
+(`user` -> `ModelRequest(UserPromptPart)`, `assistant` -> `ModelResponse(TextPart)`, each stamped with its time),
+`segment_blocks` cuts them into blocks at turn boundaries, `MementoEngine` (extractive compressor, rubric judge,
+refine loop) writes each block's memento, `mentions_for` links blocks and mementos to their entities, and
+`pages_for_eviction` groups blocks into pages. One `Eviction` per segment (a LoCoMo session, a LongMemEval
+session) goes to the store in one transaction. Blocks never cross a segment: sessions on different days are
+different conversations.
+
+Nothing here reads a benchmark's answers or evidence: ingest sees only the dialogue.
+"""
+
+from __future__ import annotations
+
+import asyncio
+from collections.abc import Sequence
+from dataclasses import dataclass, field
+from datetime import datetime, timedelta
+from typing import Final, Literal
+
+from pydantic_ai.messages import ModelMessage, ModelRequest, ModelResponse, TextPart, UserPromptPart
+
+from .._tokens import TokenCounter
+from .._transcripts import TRANSCRIPT_EPOCH
+from ..knowledge_graph import (
+    DEFAULT_NAMESPACE,
+    BlockRecord,
+    Eviction,
+    MementoRecord,
+    Mention,
+    SessionEvent,
+    memento_id_for,
+)
+from ..knowledge_graph.entities import mentions_for
+from ..knowledge_graph.memory import (
+    BlockInput,
+    CompressionError,
+    ExtractiveCompressor,
+    MementoEngine,
+    MementoResult,
+    RubricJudge,
+    render_block,
+    segment_blocks,
+)
+from ..knowledge_graph.recall import PagePolicy, pages_for_eviction
+from ..knowledge_graph.store import GraphStore, open_store
+
+__all__ = (
+    'DIALOGUE_MAX_TOKENS',
+    'DIALOGUE_MIN_TOKENS',
+    'Dialogue',
+    'DialogueIngestor',
+    'IngestedBlock',
+    'IngestedDialogue',
+    'Segment',
+    'Turn',
+    'default_workers',
+    'ingest_all',
+)
+
+DIALOGUE_MIN_TOKENS: Final = 100
+"""Blocks of dialogue close at the first turn boundary past this size: two to four chat turns, or one
+question with its answer. Small blocks keep a recalled block about one thing."""
+DIALOGUE_MAX_TOKENS: Final = 1_500
+
+
+@dataclass(frozen=True)
+class Turn:
+    """One dialogue turn; `text` already carries the speaker's name when the dialogue has named speakers."""
+
+    turn_id: str
+    role: Literal['user', 'assistant']
+    text: str
+    timestamp: datetime | None = None
+
+
+@dataclass(frozen=True)
+class Segment:
+    """A run of turns no block may cross (one sitting: a LoCoMo session, a LongMemEval session)."""
+
+    segment_id: str
+    turns: tuple[Turn, ...]
+
+
+@dataclass(frozen=True)
+class Dialogue:
+    """A whole conversation, archived as one store session."""
+
+    session_id: str
+    segments: tuple[Segment, ...]
+
+
+@dataclass(frozen=True)
+class IngestedBlock:
+    """Where a block came from (its turns) and what stands in for it."""
+
+    block_id: str
+    session_id: str
+    segment_id: str
+    turn_ids: tuple[str, ...]
+    tokens: int
+    memento_id: str | None
+    """`None` when the engine could not make a memento shorter than the block (it would stay in context)."""
+    memento_text: str
+    memento_tokens: int
+    verified: bool
+
+
+@dataclass(frozen=True)
+class IngestedDialogue:
+    """What one dialogue became, and the exact writes (replayable into another store)."""
+
+    session_id: str
+    blocks: tuple[IngestedBlock, ...]
+    evictions: tuple[Eviction, ...]
+    turns: int
+    dialogue_tokens: int
+
+
+def _message(turn: Turn, index: int) -> ModelMessage:
+    """The message of a turn, stamped with its time (or a fixed epoch plus its index): never the clock, so the
+    same dialogue always serializes to the same bytes and the same block ids."""
+    stamp = turn.timestamp or TRANSCRIPT_EPOCH + timedelta(seconds=index)
+    if turn.role == 'user':
+        return ModelRequest(parts=[UserPromptPart(turn.text, timestamp=stamp)])
+    return ModelResponse(parts=[TextPart(turn.text)], timestamp=stamp)
+
+
+@dataclass
+class DialogueIngestor:
+    """Archives dialogues through the engine into stores.
+
+    The engine's work is the expensive part; `ingest` returns the writes it made so the same dialogue can be
+    written into other stores with `replay` (e.g. one store per LongMemEval question, plus a pooled one).
+    """
+
+    counter: TokenCounter = field(default_factory=TokenCounter)
+    engine: MementoEngine | None = None
+    """Default: `MementoEngine(ExtractiveCompressor(), RubricJudge())` sharing `counter`."""
+    namespace: str = DEFAULT_NAMESPACE
+    min_tokens: int = DIALOGUE_MIN_TOKENS
+    max_tokens: int = DIALOGUE_MAX_TOKENS
+    page_policy: PagePolicy = field(default_factory=PagePolicy)
+    log_messages: bool = True
+    """Also append every message to the session's event log (the full record), as the capability does."""
+
+    def __post_init__(self) -> None:
+        if self.engine is None:
+            self.engine = MementoEngine(
+                compressor=ExtractiveCompressor(counter=self.counter),
+                judge=RubricJudge(counter=self.counter),
+                counter=self.counter,
+            )
+
+    async def ingest(self, store: GraphStore, dialogue: Dialogue) -> IngestedDialogue:
+        """Segment, compress, link and write `dialogue` as session `dialogue.session_id` of `store`."""
+        assert self.engine is not None
+        session_id = dialogue.session_id
+        messages: list[ModelMessage] = []
+        turn_ids: list[str] = []
+        evictions: list[Eviction] = []
+        ingested: list[IngestedBlock] = []
+        tokens_total = 0
+        for segment in dialogue.segments:
+            start = len(messages)
+            segment_messages = [_message(turn, start + i) for i, turn in enumerate(segment.turns)]
+            messages.extend(segment_messages)
+            turn_ids.extend(turn.turn_id for turn in segment.turns)
+            if not segment_messages:
+                continue
+            cuts = segment_blocks(
+                segment_messages, self.counter, min_tokens=self.min_tokens, max_tokens=self.max_tokens
+            )
+            inputs: list[tuple[int, int, BlockInput]] = []
+            for cut in cuts:
+                chunk = tuple(segment_messages[cut.start : cut.end])
+                text = render_block(chunk)
+                inputs.append((start + cut.start, start + cut.end, BlockInput(chunk, text, cut.tokens)))
+                tokens_total += cut.tokens
+            results = await asyncio.gather(*(self._memento(block) for _, _, block in inputs))
+            blocks: list[BlockRecord] = []
+            mementos: list[MementoRecord] = []
+            mentions: list[Mention] = []
+            for (first, end, block_input), result in zip(inputs, results, strict=True):
+                stamp = segment.turns[first - start].timestamp
+                block = BlockRecord.from_messages(
+                    block_input.messages,
+                    session_id=session_id,
+                    namespace=self.namespace,
+                    seq=first,
+                    tokens=block_input.tokens,
+                    text=block_input.text,
+                    started_at=stamp.isoformat() if stamp else None,
+                )
+                blocks.append(block)
+                mentions.extend(mentions_for(block.id, block.text))
+                memento: MementoRecord | None = None
+                if result is not None:
+                    memento = result.as_record(
+                        id=memento_id_for(self.namespace, session_id, [block.id]),
+                        session_id=session_id,
+                        namespace=self.namespace,
+                        summarizes=(block.id,),
+                    )
+                    mementos.append(memento)
+                    mentions.extend(mentions_for(memento.id, memento.text))
+                ingested.append(
+                    IngestedBlock(
+                        block_id=block.id,
+                        session_id=session_id,
+                        segment_id=segment.segment_id,
+                        turn_ids=tuple(turn_ids[first:end]),
+                        tokens=block.tokens,
+                        memento_id=None if memento is None else memento.id,
+                        memento_text='' if memento is None else memento.text,
+                        memento_tokens=0 if memento is None else memento.tokens,
+                        verified=False if memento is None else memento.verified,
+                    )
+                )
+            pages = pages_for_eviction(
+                store,
+                session_id=session_id,
+                namespace=self.namespace,
+                blocks=blocks,
+                mementos=mementos,
+                mentions=mentions,
+                policy=self.page_policy,
+            )
+            events: list[SessionEvent] = []
+            if self.log_messages:
+                events = [
+                    SessionEvent.for_message(message, session_id=session_id, namespace=self.namespace, index=start + i)
+                    for i, message in enumerate(segment_messages)
+                ]
+            events.append(
+                SessionEvent(
+                    session_id=session_id,
+                    namespace=self.namespace,
+                    kind='auto',
+                    payload=b'{"source": "eval ingest"}',
+                    sha256='',
+                    block_ids=tuple(block.id for block in blocks),
+                )
+            )
+            eviction = Eviction(
+                session_id=session_id,
+                namespace=self.namespace,
+                blocks=tuple(blocks),
+                mementos=tuple(mementos),
+                mentions=tuple(mentions),
+                pages=pages,
+                events=tuple(events),
+            )
+            store.write_eviction(eviction)
+            evictions.append(eviction)
+        return IngestedDialogue(
+            session_id=session_id,
+            blocks=tuple(ingested),
+            evictions=tuple(evictions),
+            turns=len(messages),
+            dialogue_tokens=tokens_total,
+        )
+
+    async def _memento(self, block: BlockInput) -> MementoResult | None:
+        assert self.engine is not None
+        try:
+            return await self.engine.make_memento(block)
+        except CompressionError:
+            return None
+
+    @staticmethod
+    def replay(store: GraphStore, ingested: IngestedDialogue) -> None:
+        """Write an already ingested dialogue into another store (same records, same ids)."""
+        for eviction in ingested.evictions:
+            store.write_eviction(eviction)
+
+
+_WORKER: DialogueIngestor | None = None
+
+
+def _ingest_in_worker(dialogue: Dialogue, settings: tuple[str, int, int]) -> IngestedDialogue:
+    global _WORKER
+    namespace, min_tokens, max_tokens = settings
+    if _WORKER is None or (_WORKER.namespace, _WORKER.min_tokens, _WORKER.max_tokens) != settings:
+        _WORKER = DialogueIngestor(
+            namespace=namespace, min_tokens=min_tokens, max_tokens=max_tokens, log_messages=False
+        )
+    store = open_store('memory://')
+    try:
+        return asyncio.run(_WORKER.ingest(store, dialogue))
+    finally:
+        store.close()
+
+
+def ingest_all(
+    dialogues: Sequence[Dialogue],
+    *,
+    workers: int = 1,
+    namespace: str = DEFAULT_NAMESPACE,
+    min_tokens: int = DIALOGUE_MIN_TOKENS,
+    max_tokens: int = DIALOGUE_MAX_TOKENS,
+) -> list[IngestedDialogue]:
+    """The engine's work for many dialogues, in `workers` processes, each dialogue in a private in-memory store.
+
+    A dialogue is its own session, so what it becomes (blocks, mementos, mentions, pages) does not depend on other
+    sessions: the returned writes are exactly what `DialogueIngestor.ingest` would write, ready for `replay`.
+    The session log is left out (`log_messages=False`): benchmarks do not read it.
+    """
+    settings = (namespace, min_tokens, max_tokens)
+    if workers <= 1 or len(dialogues) < 2:
+        return [_ingest_in_worker(dialogue, settings) for dialogue in dialogues]
+    import multiprocessing
+    from concurrent.futures import ProcessPoolExecutor
+
+    context = multiprocessing.get_context('fork' if 'fork' in multiprocessing.get_all_start_methods() else 'spawn')
+    with ProcessPoolExecutor(max_workers=workers, mp_context=context) as pool:
+        return list(pool.map(_ingest_in_worker, dialogues, [settings] * len(dialogues), chunksize=4))
+
+
+def default_workers() -> int:
+    """Processes for ingest: the CPUs this process may use, at most 4."""
+    import os
+
+    try:
+        cpus = len(os.sched_getaffinity(0))
+    except AttributeError:  # not on Linux
+        cpus = os.cpu_count() or 1
+    return max(1, min(4, cpus))

@@ -1,0 +1,35 @@
+"""Entities: what blocks and mementos `MENTIONS` -- a deterministic extractor, key normalisation, an optional LLM
+extractor. Recall matches a query's entities against these keys."""
+
+from __future__ import annotations
+
+from ._extract import (
+    DEFAULT_MAX_CONCEPTS,
+    ENTITY_KINDS,
+    ExtractedEntity,
+    extract_entities,
+    mentions_for,
+    merge_entities,
+)
+from ._llm import ENTITY_MODEL_ENV, LLMEntityExtractor, llm_extractor_from_env
+from ._normalize import KEY_CLASSES, STOPWORDS, aliases, entity_key, key_class, normalize_name, normalize_path, stem
+
+__all__ = (
+    'DEFAULT_MAX_CONCEPTS',
+    'ENTITY_KINDS',
+    'ENTITY_MODEL_ENV',
+    'KEY_CLASSES',
+    'STOPWORDS',
+    'ExtractedEntity',
+    'LLMEntityExtractor',
+    'aliases',
+    'entity_key',
+    'extract_entities',
+    'key_class',
+    'llm_extractor_from_env',
+    'mentions_for',
+    'merge_entities',
+    'normalize_name',
+    'normalize_path',
+    'stem',
+)

@@ -1,0 +1,35 @@
+"""Recall and the paged index: find archived blocks by entity graph + BM25 (rank fusion), browse them by page."""
+
+from __future__ import annotations
+
+from ._pages import PagePolicy, page_index_text, pages_for_eviction, retrieve_page
+from ._query import QueryKey, QueryPlan, TimeRange, parse_time, plan_query, time_range_in
+from ._recall import METHODS, Method, RecallConfig, RecallHit, RecallStore, ScoredBlock, rank_blocks, recall
+from ._render import render_recall
+from ._values import BlockInfo, EntityLookup, EntityPostings, Posting
+
+__all__ = (
+    'METHODS',
+    'BlockInfo',
+    'EntityLookup',
+    'EntityPostings',
+    'Method',
+    'PagePolicy',
+    'Posting',
+    'QueryKey',
+    'QueryPlan',
+    'RecallConfig',
+    'RecallHit',
+    'RecallStore',
+    'ScoredBlock',
+    'TimeRange',
+    'page_index_text',
+    'pages_for_eviction',
+    'parse_time',
+    'plan_query',
+    'rank_blocks',
+    'recall',
+    'render_recall',
+    'retrieve_page',
+    'time_range_in',
+)

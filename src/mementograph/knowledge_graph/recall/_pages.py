@@ -1,0 +1,381 @@
+"""`_pages` -- the paged index: evicted blocks grouped into numbered pages, each with a short summary and topics.
+
+Why pages: a model that has lost a block from its context needs to know *that* it exists and roughly what it
+holds before it can ask for it. `page_index_text` is that table of contents, small enough to sit in the context.
+
+Cache-friendliness: the index lists **closed** pages only, and a page closes once (when it holds
+`blocks_per_page` blocks or `tokens_per_page` archived tokens), so the index text changes only when a page closes,
+not at every eviction, and the prompt prefix that holds it stays cached in between. Once more than `meta_after`
+pages are closed, older pages fold into groups of `group_size` (the meta-index: one line per group, its range and
+topics), keeping the newest `group_size` pages listed one by one; folding also happens only when a page closes.
+
+A page is *open* while its `summary` is empty; `pages_for_eviction` extends the open page with each eviction's
+blocks and closes it (summary and topics set) when full. Everything is deterministic (no timestamps, counters or
+random ids), so a replay writes the same pages.
+"""
+
+from __future__ import annotations
+
+import re
+from collections import Counter
+from collections.abc import Sequence
+from dataclasses import dataclass
+from typing import Final
+
+from ..._tokens import TokenCounter
+from .._schema import DEFAULT_NAMESPACE, BlockRecord, MementoRecord, Mention, PageRecord, page_id_for
+from ..memory import render_block
+from ..store import GraphStore, NotFoundError
+
+__all__ = (
+    'PagePolicy',
+    'page_index_text',
+    'pages_for_eviction',
+    'retrieve_page',
+)
+
+_NAMED: Final = frozenset({'file', 'sym', 'cmd', 'err', 'url', 'num', 'ver', 'date', 'name', 'term'})
+_RESULT = re.compile(r'^RESULT:\s*(.*)$', re.MULTILINE)
+
+
+@dataclass(frozen=True)
+class PagePolicy:
+    """When pages close and how the index is shown."""
+
+    blocks_per_page: int = 8
+    tokens_per_page: int = 16_000
+    """A page also closes once its blocks hold this many archived tokens."""
+    topics: int = 6
+    summary_chars: int = 200
+    group_size: int = 8
+    """Pages per meta-index line."""
+    meta_after: int = 16
+    """Closed pages listed one by one before older ones fold into groups."""
+
+    def __post_init__(self) -> None:
+        if self.blocks_per_page < 1 or self.group_size < 1 or self.topics < 0 or self.summary_chars < 20:
+            raise ValueError('blocks_per_page and group_size must be >= 1, topics >= 0, summary_chars >= 20')
+
+
+def _summary(mementos: Sequence[MementoRecord], limit: int) -> str:
+    """The mementos' result lines in order, cut to `limit` characters at a word."""
+    pieces: list[str] = []
+    for memento in mementos:
+        match = _RESULT.search(memento.text)
+        line = (match.group(1) if match else memento.text.strip().split('\n', 1)[0]).strip()
+        if line and line not in pieces:
+            pieces.append(line)
+    text = ' | '.join(pieces) or 'no summary'
+    if len(text) > limit:
+        cut = text[: limit - 3]
+        space = cut.rfind(' ')
+        text = (cut[:space] if space > limit // 2 else cut).rstrip(' |') + '...'
+    return text
+
+
+def _topics(per_block: Sequence[Sequence[tuple[str, str, int]]], count: int) -> tuple[str, ...]:
+    """Top entities of a page: named things before plain concepts, frequent before rare; an entity every block of a
+    page of three or more mentions (a speaker, the repository) says nothing about this page and is demoted."""
+    totals: Counter[str] = Counter()
+    spread: Counter[str] = Counter()
+    names: dict[str, str] = {}
+    for entities in per_block:
+        seen: set[str] = set()
+        for key, name, mentions in entities:
+            totals[key] += mentions
+            names.setdefault(key, name)
+            if key not in seen:
+                spread[key] += 1
+                seen.add(key)
+    blocks = len(per_block)
+
+    def weight(key: str) -> float:
+        value = totals[key] * (2.0 if key.partition(':')[0] in _NAMED else 1.0)
+        if blocks >= 3 and spread[key] == blocks:
+            value *= 0.25
+        return value
+
+    ranked = sorted(totals, key=lambda key: (-weight(key), key))
+    chosen: list[str] = []
+    for key in ranked:
+        name = names[key]
+        if name.lower() not in (c.lower() for c in chosen):
+            chosen.append(name)
+        if len(chosen) >= count:
+            break
+    return tuple(chosen)
+
+
+def pages_for_eviction(
+    store: GraphStore,
+    *,
+    session_id: str,
+    blocks: Sequence[BlockRecord],
+    mementos: Sequence[MementoRecord],
+    mentions: Sequence[Mention],
+    namespace: str = DEFAULT_NAMESPACE,
+    policy: PagePolicy | None = None,
+) -> tuple[PageRecord, ...]:
+    """The page records to write in the same `Eviction` as `blocks`: the open page extended with them, closed (and
+    a new one opened) whenever it fills up.
+
+    Args:
+        store: read for the session's open page and, when it closes, its earlier blocks' mementos and entities.
+        session_id: the session being evicted from.
+        blocks: this eviction's blocks (kind `block`), in session order.
+        mementos: their mementos (matched to blocks by `summarizes`).
+        mentions: this eviction's `MENTIONS` (of blocks and mementos).
+        namespace: the session's namespace.
+        policy: page size and index shape.
+    """
+    policy = policy or PagePolicy()
+    blocks = [block for block in blocks if block.kind == 'block']
+    if not blocks:
+        return ()
+    memento_of = {target: memento for memento in mementos for target in memento.summarizes}
+    entities_of: dict[str, list[tuple[str, str, int]]] = {}
+    for mention in mentions:
+        entities_of.setdefault(mention.source_id, []).append((mention.entity.key, mention.entity.name, mention.count))
+    pages = store.list_pages(namespace=namespace, session_id=session_id)
+    current = pages[-1] if pages and not pages[-1].summary else None
+    number = current.number if current is not None else (pages[-1].number + 1 if pages else 1)
+    members: list[str] = list(current.block_ids) if current is not None else []
+    first_turn = current.first_turn if current is not None else blocks[0].first_message
+    tokens = 0
+    if members:
+        tokens = sum(info.tokens for info in _block_infos(store, members, namespace, session_id))
+    out: list[PageRecord] = []
+    last_turn = current.last_turn if current is not None else blocks[0].last_message
+    for block in blocks:
+        if not members:
+            first_turn = block.first_message
+        members.append(block.id)
+        tokens += block.tokens
+        last_turn = block.last_message
+        if len(members) >= policy.blocks_per_page or tokens >= policy.tokens_per_page:
+            out.append(
+                _close(
+                    store,
+                    number,
+                    members,
+                    first_turn,
+                    last_turn,
+                    memento_of,
+                    entities_of,
+                    namespace,
+                    session_id,
+                    policy,
+                )
+            )
+            number += 1
+            members = []
+            tokens = 0
+    if members:
+        out.append(
+            PageRecord(
+                id=page_id_for(namespace, session_id, number),
+                session_id=session_id,
+                namespace=namespace,
+                number=number,
+                first_turn=first_turn,
+                last_turn=last_turn,
+                summary='',
+                topics=(),
+                block_ids=tuple(members),
+            )
+        )
+    return tuple(out)
+
+
+def _block_infos(store: GraphStore, block_ids: Sequence[str], namespace: str, session_id: str) -> list[BlockRecord]:
+    infos: list[BlockRecord] = []
+    for block_id in block_ids:
+        try:
+            infos.append(store.get_block(block_id, namespace=namespace, session_id=session_id))
+        except NotFoundError:
+            continue
+    return infos
+
+
+def _close(
+    store: GraphStore,
+    number: int,
+    members: Sequence[str],
+    first_turn: int,
+    last_turn: int,
+    memento_of: dict[str, MementoRecord],
+    entities_of: dict[str, list[tuple[str, str, int]]],
+    namespace: str,
+    session_id: str,
+    policy: PagePolicy,
+) -> PageRecord:
+    mementos: list[MementoRecord] = []
+    per_block: list[list[tuple[str, str, int]]] = []
+    for block_id in members:
+        memento = memento_of.get(block_id) or store.memento_of(block_id, namespace=namespace, session_id=session_id)
+        if memento is not None:
+            mementos.append(memento)
+        entities = entities_of.get(block_id)
+        if entities is None:
+            entities = [(e.key, e.name, c) for e, c in store.entities_of(block_id, namespace=namespace)]
+        per_block.append(entities)
+    return PageRecord(
+        id=page_id_for(namespace, session_id, number),
+        session_id=session_id,
+        namespace=namespace,
+        number=number,
+        first_turn=first_turn,
+        last_turn=last_turn,
+        summary=_summary(mementos, policy.summary_chars),
+        topics=_topics(per_block, policy.topics),
+        block_ids=tuple(members),
+    )
+
+
+def page_index_text(
+    store: GraphStore,
+    *,
+    session_id: str,
+    namespace: str = DEFAULT_NAMESPACE,
+    policy: PagePolicy | None = None,
+) -> str:
+    """The compact index of a session's closed pages ('' when none is closed yet); changes only when a page closes.
+
+    Shape (one line each)::
+
+        MEMORY INDEX: 20 archived pages. retrieve_page(page) returns a page's blocks; recall(query) searches.
+        pages 1-8 (turns 0-211): topics a, b, c
+        page 9 pg_... (turns 212-240, 8 blocks): summary | topics: x, y
+    """
+    policy = policy or PagePolicy()
+    closed = [page for page in store.list_pages(namespace=namespace, session_id=session_id) if page.summary]
+    if not closed:
+        return ''
+    lines = [
+        f'MEMORY INDEX: {len(closed)} archived page{"s" if len(closed) != 1 else ""}. '
+        "retrieve_page(page) returns a page's blocks; recall(query) searches all of them."
+    ]
+    folded = 0
+    if len(closed) > policy.meta_after:
+        folded = (len(closed) - policy.group_size) // policy.group_size * policy.group_size
+    for start in range(0, folded, policy.group_size):
+        group = closed[start : start + policy.group_size]
+        counts: Counter[str] = Counter()
+        for rank_page in group:
+            for position, topic in enumerate(rank_page.topics):
+                counts[topic] += len(rank_page.topics) - position
+        topics = [topic for topic, _ in sorted(counts.items(), key=lambda item: (-item[1], item[0]))][: policy.topics]
+        lines.append(
+            f'pages {group[0].number}-{group[-1].number} (turns {group[0].first_turn}-{group[-1].last_turn}): '
+            f'topics {", ".join(topics) or "-"}'
+        )
+    for page in closed[folded:]:
+        lines.append(
+            f'page {page.number} {page.id} (turns {page.first_turn}-{page.last_turn}, {len(page.block_ids)} blocks): '
+            f'{page.summary} | topics: {", ".join(page.topics) or "-"}'
+        )
+    return '\n'.join(lines)
+
+
+def _find_page(pages: Sequence[PageRecord], page: str | int) -> PageRecord | None:
+    text = str(page).strip()
+    for record in pages:
+        if record.id == text or str(record.number) == text.removeprefix('page ').removeprefix('p'):
+            return record
+    return None
+
+
+def retrieve_page(
+    store: GraphStore,
+    page: str | int,
+    *,
+    session_id: str | None,
+    namespace: str = DEFAULT_NAMESPACE,
+    part: int = 1,
+    max_tokens: int = 3_000,
+    counter: TokenCounter | None = None,
+) -> str:
+    """A page's archived blocks, rendered, within `max_tokens` per part; `part` pages through longer pages.
+
+    Every block is read back hash-checked (`recover_block`). The answer starts with a header naming the page, the
+    part and how to get the next part.
+
+    Args:
+        store: the store.
+        page: a page id (`pg_...`) or number.
+        session_id: the session (`None`: any session of the namespace, ids are unique).
+        namespace: the namespace.
+        part: which part of a long page (1-based).
+        max_tokens: size of one part.
+        counter: counts tokens (a default `TokenCounter()` otherwise).
+    """
+    counter = counter or TokenCounter()
+    pages = store.list_pages(namespace=namespace, session_id=session_id)
+    record = _find_page(pages, page)
+    if record is None:
+        return f'No page {page!r} in this session ({len(pages)} pages).'
+    chunks: list[str] = []
+    for block_id in record.block_ids:
+        try:
+            recovered = store.recover_block(block_id, namespace=namespace, session_id=record.session_id)
+        except NotFoundError:
+            continue
+        text = f'[block {block_id}: messages {recovered.record.first_message}-{recovered.record.last_message}]\n'
+        chunks.append(text + render_block(recovered.messages))
+    parts = _split(chunks, max(20, max_tokens), counter)
+    total = len(parts)
+    index = min(max(part, 1), total)
+    header = (
+        f'[page {record.number} {record.id}: turns {record.first_turn}-{record.last_turn}, '
+        f'{len(record.block_ids)} blocks; part {index} of {total}'
+    )
+    header += f'; next: retrieve_page("{record.id}", part={index + 1})]' if index < total else ']'
+    summary = f'\n{record.summary}' if record.summary and index == 1 else ''
+    return f'{header}{summary}\n\n{parts[index - 1]}'
+
+
+def _split(chunks: Sequence[str], max_tokens: int, counter: TokenCounter) -> list[str]:
+    """Group rendered blocks into parts of at most `max_tokens`; a block larger than that is cut by lines."""
+    parts: list[str] = []
+    current: list[str] = []
+    used = 0
+    for chunk in chunks:
+        size = counter.count_text(chunk)
+        if size > max_tokens:
+            if current:
+                parts.append('\n\n'.join(current))
+                current, used = [], 0
+            parts.extend(_cut_lines(chunk, max_tokens, counter))
+            continue
+        if current and used + size > max_tokens:
+            parts.append('\n\n'.join(current))
+            current, used = [], 0
+        current.append(chunk)
+        used += size
+    if current:
+        parts.append('\n\n'.join(current))
+    return parts or ['(the page holds no recoverable block)']
+
+
+def _cut_lines(text: str, max_tokens: int, counter: TokenCounter) -> list[str]:
+    pieces: list[str] = []
+    current: list[str] = []
+    used = 0
+    for line in text.split('\n'):
+        size = counter.count_text(line) + 1
+        while size > max_tokens:  # one enormous line: cut by characters (about 4 a token)
+            cut = max_tokens * 3
+            if current:
+                pieces.append('\n'.join(current))
+                current, used = [], 0
+            pieces.append(line[:cut])
+            line = line[cut:]
+            size = counter.count_text(line) + 1
+        if current and used + size > max_tokens:
+            pieces.append('\n'.join(current))
+            current, used = [], 0
+        current.append(line)
+        used += size
+    if current:
+        pieces.append('\n'.join(current))
+    return pieces

@@ -1,0 +1,221 @@
+"""`_query` -- what a recall query asks for: entity keys to match (exact, normalised, fuzzy), words for BM25, and
+time ranges.
+
+A query is short and typed by a person or a model, often in lower case ("what did caroline research"), so its
+entities cannot be found by capitalisation alone. Every content word is therefore also tried as the key of a
+name, a concept (stemmed), a symbol and a file; the store answers only for keys that exist. Keys derived from one
+word or one entity form a *group*, and a block scores the best key of each group once, so `Caroline` matched as
+a name and as a concept is not counted twice.
+"""
+
+from __future__ import annotations
+
+import re
+from dataclasses import dataclass
+from datetime import UTC, datetime, timedelta
+from typing import Final, Literal
+
+from ..entities import STOPWORDS, entity_key, extract_entities, key_class, stem
+
+__all__ = ('MatchKind', 'QueryKey', 'QueryPlan', 'TimeRange', 'parse_time', 'plan_query', 'time_range_in')
+
+MatchKind = Literal['exact', 'normalised', 'fuzzy']
+
+_WORD = re.compile(r"[A-Za-z0-9][\w'\u2019.+/-]*[\w+]|[A-Za-z0-9]")
+_QUESTION_WORDS: Final = frozenset(
+    [
+        'what',
+        'which',
+        'who',
+        'whom',
+        'whose',
+        'when',
+        'where',
+        'why',
+        'how',
+        'did',
+        'does',
+        'do',
+        'done',
+        'many',
+        'much',
+        'kind',
+        'kinds',
+        'type',
+        'types',
+        'ever',
+    ]
+)
+FUZZY_MIN_CHARS: Final = 5
+"""Words shorter than this are never matched fuzzily (a short word is one edit away from too many others)."""
+
+
+@dataclass(frozen=True)
+class QueryKey:
+    """One entity key to look up, the query text it came from, and how it was derived."""
+
+    key: str
+    text: str
+    group: int
+    """Keys of one group stand for one thing in the query; a block counts only its best-matching key per group."""
+    how: MatchKind
+
+
+@dataclass(frozen=True)
+class QueryPlan:
+    """A parsed query."""
+
+    keys: tuple[QueryKey, ...]
+    """Keys for exact and normalised lookup."""
+    fuzzy: tuple[QueryKey, ...]
+    """Key prefixes for fuzzy lookup (`how='fuzzy'`; `key` is the prefix, `text` the word it must resemble)."""
+    terms: tuple[str, ...]
+    """Words for full-text search (stop words and question words removed)."""
+
+
+def plan_query(query: str) -> QueryPlan:
+    """Entity keys and search words of a free-text query (deterministic)."""
+    keys: list[QueryKey] = []
+    fuzzy: list[QueryKey] = []
+    seen: set[str] = set()
+    group = 0
+
+    def add(key: str, text: str, how: MatchKind, into: list[QueryKey] | None = None) -> None:
+        target = keys if into is None else into
+        marker = f'{how}|{key}' if into is not None else key
+        if marker in seen:
+            return
+        seen.add(marker)
+        target.append(QueryKey(key=key, text=text, group=group, how=how))
+
+    entities = extract_entities(query, max_concepts=64)
+    covered: set[str] = set()
+    for entity in entities:
+        if key_class(entity.kind) == 'concept':
+            continue  # words are handled below, with their other readings
+        add(entity.key, entity.name, 'exact')
+        covered.update(word.lower() for word in _WORD.findall(entity.name))
+        group += 1
+    terms: list[str] = []
+    for raw in _WORD.findall(query):
+        word = raw.lower().replace('\u2019', "'").rstrip('.')
+        bare = re.sub(r"'s$", '', word)
+        if not bare or bare in STOPWORDS or bare in _QUESTION_WORDS:
+            continue
+        if bare not in terms:
+            terms.append(bare)
+        if bare in covered or len(bare) < 2:
+            continue
+        covered.add(bare)
+        readings = [entity_key('concept', bare), entity_key('name', bare), entity_key('symbol', bare)]
+        if '.' in bare or '/' in bare:
+            readings.append(entity_key('file', bare))
+        if bare.endswith(('error', 'exception', 'warning')):
+            readings.append(entity_key('error', bare))
+        for index, key in enumerate(dict.fromkeys(readings)):
+            add(key, raw, 'exact' if index == 0 and bare.isalpha() and stem(bare) == bare else 'normalised')
+        if bare.isalpha() and len(bare) >= FUZZY_MIN_CHARS:
+            root = stem(bare)
+            size = 5 if len(bare) >= 6 else 4  # the prefix a fuzzy candidate must share (keeps the lookup small)
+            add(f'concept:{root[:size]}', root, 'fuzzy', fuzzy)
+            add(f'name:{bare[:size]}', bare, 'fuzzy', fuzzy)
+            add(f'sym:{bare[:size]}', bare, 'fuzzy', fuzzy)
+        group += 1
+    return QueryPlan(keys=tuple(keys), fuzzy=tuple(fuzzy), terms=tuple(terms))
+
+
+# ------------------------------------------------------------------------------------------------ time ranges
+
+
+@dataclass(frozen=True)
+class TimeRange:
+    """A half-open time interval `[since, until)`; either end may be open."""
+
+    since: datetime | None = None
+    until: datetime | None = None
+
+    def contains(self, moment: datetime | None) -> bool:
+        """Whether `moment` falls in the range (an unknown moment is never in a bounded range)."""
+        if self.since is None and self.until is None:
+            return True
+        if moment is None:
+            return False
+        moment = _aware(moment)
+        if self.since is not None and moment < _aware(self.since):
+            return False
+        return not (self.until is not None and moment >= _aware(self.until))
+
+
+def _aware(moment: datetime) -> datetime:
+    return moment if moment.tzinfo is not None else moment.replace(tzinfo=UTC)
+
+
+def parse_time(value: str | datetime | None) -> datetime | None:
+    """ISO-8601 text (as stored in `started_at`), LongMemEval's `2023/05/20 (Sat) 02:21`, or a datetime."""
+    if value is None or isinstance(value, datetime):
+        return None if value is None else _aware(value)
+    text = value.strip()
+    text = re.sub(r'\s*\([A-Za-z]{3}\)\s*', ' ', text).replace('/', '-').strip()
+    if text.endswith('Z'):
+        text = text[:-1] + '+00:00'
+    try:
+        return _aware(datetime.fromisoformat(text))
+    except ValueError:
+        return None
+
+
+_MONTHS: Final = (
+    'january', 'february', 'march', 'april', 'may', 'june', 'july', 'august', 'september', 'october', 'november',
+    'december',
+)  # fmt: skip
+_UNITS: Final = {'day': 1, 'week': 7, 'month': 30, 'year': 365}
+_NUMBERS: Final = {'a': 1, 'an': 1, 'one': 1, 'two': 2, 'three': 3, 'four': 4, 'five': 5, 'six': 6, 'few': 3}
+
+
+def _month_start(year: int, month: int) -> datetime:
+    return datetime(year, month, 1, tzinfo=UTC)
+
+
+def _next_month(moment: datetime) -> datetime:
+    return _month_start(moment.year + (moment.month == 12), moment.month % 12 + 1)
+
+
+def time_range_in(query: str, now: datetime) -> TimeRange | None:
+    """The time range a query names relative to `now`, if any: `in March` (the latest March up to now), `last month`,
+    `last week`, `yesterday`, `today`, `N days/weeks/months ago`, `in the past N days/weeks/months`, `in 2022`.
+
+    Ranges are generous (a day's slack on each side): a range is a hint for ranking, and people round.
+    """
+    text = query.lower()
+    now = _aware(now)
+    day = timedelta(days=1)
+    match = re.search(r'\b(?:in|during|of|since)\s+(' + '|'.join(_MONTHS) + r')\b(?:\s+(\d{4}))?', text)
+    if match:
+        month = _MONTHS.index(match.group(1)) + 1
+        year = int(match.group(2)) if match.group(2) else (now.year if month <= now.month else now.year - 1)
+        start = _month_start(year, month)
+        return TimeRange(start - day, _next_month(start) + day)
+    match = re.search(r'\b(?:in|during)\s+((?:19|20)\d{2})\b', text)
+    if match:
+        year = int(match.group(1))
+        return TimeRange(datetime(year, 1, 1, tzinfo=UTC) - day, datetime(year + 1, 1, 1, tzinfo=UTC) + day)
+    if re.search(r'\byesterday\b', text):
+        return TimeRange(now - 2 * day, now)
+    if re.search(r'\btoday\b', text):
+        return TimeRange(now - day, now + day)
+    match = re.search(r'\blast\s+(week|month|year)\b', text)
+    if match:
+        span = _UNITS[match.group(1)]
+        return TimeRange(now - timedelta(days=2 * span) - day, now)
+    match = re.search(r'\b(\d+|an?|one|two|three|four|five|six|few)\s+(day|week|month|year)s?\s+ago\b', text)
+    if match:
+        count = int(match.group(1)) if match.group(1).isdigit() else _NUMBERS[match.group(1)]
+        span = _UNITS[match.group(2)]
+        center = now - timedelta(days=count * span)
+        slack = timedelta(days=max(1, span // 2))
+        return TimeRange(center - slack, center + slack)
+    match = re.search(r'\b(?:past|last|previous)\s+(\d+|two|three|four|five|six|few)\s+(day|week|month|year)s\b', text)
+    if match:
+        count = int(match.group(1)) if match.group(1).isdigit() else _NUMBERS[match.group(1)]
+        return TimeRange(now - timedelta(days=count * _UNITS[match.group(2)]) - day, now + day)
+    return None

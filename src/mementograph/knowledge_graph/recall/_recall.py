@@ -1,0 +1,581 @@
+"""`_recall` -- find archived blocks for a query: entity graph traversal fused with BM25 by rank fusion.
+
+Methods (each a ranking of blocks):
+
+- `graph`: the query's entities matched exactly, normalised and fuzzily against `Entity` keys; each block scores
+  `sum over query groups of max over matched keys of weight * idf * saturate(count)` over its `MENTIONS` edges
+  (BM25's term weighting, on entities instead of words). Then two hops: entities the best blocks co-mention
+  (named things only: files, symbols, names, terms, dates) pull in other blocks that mention them, and a share of
+  each block's score flows to its `NEXT` neighbours (an answer often sits one block after its question).
+- `bm25`: the store's full-text index (SQLite FTS5 / Neo4j full-text) over blocks and mementos, by block.
+- `fused`: reciprocal rank fusion of the two (`1 / (60 + rank)` summed), the default.
+
+All of it is Python over three protocol reads (`entity_postings`, `block_info`, `entities_of`) plus
+`search_text`, so the `graph` ranking is identical on every backend by construction; `bm25` (and so `fused`) can
+differ only as far as the backends' full-text scoring does.
+"""
+
+from __future__ import annotations
+
+import heapq
+import math
+from collections import defaultdict
+from collections.abc import Callable, Iterable, Sequence
+from dataclasses import dataclass, field
+from datetime import datetime
+from difflib import SequenceMatcher
+from typing import Final, Literal, Protocol
+
+from .._schema import DEFAULT_NAMESPACE, EntityRecord, MementoRecord, memento_id_for
+from ..entities import entity_key
+from ..store import GraphStore, NotFoundError, TextHit
+from ._query import QueryKey, QueryPlan, TimeRange, parse_time, plan_query
+from ._values import BlockInfo, EntityLookup
+
+__all__ = (
+    'METHODS',
+    'Method',
+    'RecallConfig',
+    'RecallHit',
+    'RecallStore',
+    'ScoredBlock',
+    'rank_blocks',
+    'recall',
+)
+
+Method = Literal['graph', 'bm25', 'fused']
+METHODS: Final[tuple[Method, ...]] = ('graph', 'bm25', 'fused')
+_NAMED_CLASSES: Final = frozenset({'file', 'sym', 'cmd', 'err', 'url', 'num', 'ver', 'date', 'name', 'term'})
+
+
+class RecallStore(GraphStore, Protocol):
+    """A `GraphStore` with the two recall reads (every backend implements them; see `_values`)."""
+
+    def entity_postings(
+        self,
+        keys: Sequence[str],
+        *,
+        namespace: str = DEFAULT_NAMESPACE,
+        session_id: str | None = None,
+        prefix: bool = False,
+        limit: int = 200,
+        max_entities: int = 64,
+        count_limit: int = 10_000,
+    ) -> EntityLookup: ...
+
+    def block_info(
+        self, block_ids: Sequence[str], *, namespace: str = DEFAULT_NAMESPACE, session_id: str | None = None
+    ) -> list[BlockInfo]: ...
+
+
+@dataclass(frozen=True)
+class RecallConfig:
+    """Knobs of the ranking. The defaults are structural choices, not fitted to any benchmark's questions."""
+
+    postings_limit: int = 200
+    """Blocks read per matched entity (most mentions first)."""
+    max_df_share: float = 0.5
+    """Entities mentioned by more than this share of the namespace's blocks are not traversed (their IDF is ~0)."""
+    max_df: int = 2_000
+    """Nor are entities mentioned by more blocks than this: they cannot single out ten blocks, and reading their
+    postings is what would make recall slow at scale (full text still sees the words)."""
+    text_max_df_share: float = 0.2
+    """Words whose concept more than this share of the namespace's blocks mention are left out of the full-text
+    query (dynamic stop words: BM25 gives them almost no weight, and they make it read most of the index)."""
+    max_candidates: int = 1_000
+    """Blocks kept per ranking before fusion."""
+    fuzzy_min_ratio: float = 0.8
+    """Similarity (difflib ratio) a fuzzy candidate key must reach."""
+    fuzzy_weight: float = 0.6
+    k1: float = 1.2
+    """Saturation of repeated mentions, as in BM25."""
+    seeds: int = 3
+    """Best blocks whose co-mentioned entities are followed (second hop)."""
+    co_candidates: int = 8
+    """Co-mentioned entities (most supported first) whose frequency is looked up."""
+    co_entities: int = 3
+    co_weight: float = 0.3
+    next_weight: float = 0.3
+    """Share of a block's score given to each `NEXT` neighbour."""
+    next_blocks: int = 30
+    """Best blocks whose neighbours receive that share."""
+    rrf_k: int = 60
+    graph_weight: float = 1.0
+    """Weight of the graph ranking in the fusion (the full-text ranking weighs 1)."""
+    prefer_boost: float = 1.0
+    """Score multiplier `1 + prefer_boost` for blocks inside a preferred time range (`prefer=`)."""
+    prefer_candidates: int = 300
+    """Best blocks whose times are read to apply a preferred range."""
+    bm25_next: bool = True
+    """For `fused`: the full-text ranking also spreads a share of its scores over `NEXT` before the fusion, so the
+    two rankings agree on what a neighbourhood is (the `bm25` method itself stays plain full text)."""
+    bm25_candidates: int = 100
+    """Full-text hits read (mementos and blocks), before they are folded into blocks."""
+
+
+@dataclass(frozen=True)
+class ScoredBlock:
+    """A block in a ranking, with why it is there."""
+
+    block_id: str
+    score: float
+    matched: tuple[str, ...] = ()
+    """Entities matched (`name (how)`)."""
+    reasons: tuple[str, ...] = ()
+    """How the block was reached (`entity name:x`, `co-mention of name:y`, `NEXT of blk_...`, `bm25 rank 3`)."""
+
+
+@dataclass(frozen=True)
+class RecallHit:
+    """A recalled block and the memento that stands in for it."""
+
+    block_id: str
+    session_id: str
+    score: float
+    memento_id: str | None
+    memento: str
+    """The memento's text ('' when the block has none)."""
+    block_ids: tuple[str, ...]
+    """What to pass to `recover_block`: the block (or the blocks the memento summarizes)."""
+    matched: tuple[str, ...]
+    reasons: tuple[str, ...]
+    started_at: str | None = None
+
+
+@dataclass
+class _Acc:
+    score: float = 0.0
+    matched: dict[str, None] = field(default_factory=dict[str, None])
+    reasons: dict[str, None] = field(default_factory=dict[str, None])
+
+
+def _idf(df: int, total: int) -> float:
+    return math.log(1.0 + (max(total, df) - df + 0.5) / (df + 0.5))
+
+
+def _saturate(count: int, k1: float) -> float:
+    return count * (k1 + 1.0) / (count + k1)
+
+
+def _lookup(
+    store: RecallStore,
+    keys: Sequence[str],
+    *,
+    namespace: str,
+    session_id: str | None,
+    prefix: bool = False,
+    limit: int,
+    count_limit: int = 10_000,
+) -> EntityLookup:
+    if not keys:
+        return EntityLookup(total_blocks=0, entities=())
+    return store.entity_postings(
+        keys, namespace=namespace, session_id=session_id, prefix=prefix, limit=limit, count_limit=count_limit
+    )
+
+
+@dataclass
+class _Analysis:
+    """What the store says about a query's keys: which exist, how common they are, which to traverse."""
+
+    total: int = 0
+    dfs: dict[str, int] = field(default_factory=dict[str, int])
+    wanted: dict[str, tuple[QueryKey, float]] = field(default_factory=dict[str, tuple[QueryKey, float]])
+
+
+def _analyse(
+    store: RecallStore, plan: QueryPlan, *, namespace: str, session_id: str | None, config: RecallConfig
+) -> _Analysis:
+    """One read for the exact and normalised keys, one for fuzzy candidates (prefixes), none for postings yet."""
+    analysis = _Analysis()
+    term_keys = [key for term in plan.terms for key in _term_keys(term)]
+    keys = list(dict.fromkeys([*(k.key for k in plan.keys), *term_keys]))
+    exact = _lookup(store, keys, namespace=namespace, session_id=session_id, limit=0)
+    analysis.total = exact.total_blocks
+    by_key = {k.key: k for k in plan.keys}
+    for found in exact.entities:
+        analysis.dfs[found.entity.key] = found.blocks
+        query_key = by_key.get(found.entity.key)
+        if query_key is not None and found.blocks:
+            analysis.wanted[found.entity.key] = (query_key, 1.0)
+    if plan.fuzzy:
+        candidates = _lookup(  # existence only: frequencies come with the postings of the few that pass
+            store,
+            [k.key for k in plan.fuzzy],
+            namespace=namespace,
+            session_id=session_id,
+            prefix=True,
+            limit=0,
+            count_limit=1,
+        )
+        analysis.total = analysis.total or candidates.total_blocks
+        for found in candidates.entities:
+            cls, _, entity_value = found.entity.key.partition(':')
+            if found.entity.key in analysis.wanted or not found.blocks or cls not in ('concept', 'name', 'sym'):
+                continue
+            for fuzzy in plan.fuzzy:
+                if not found.entity.key.startswith(fuzzy.key) or entity_value == fuzzy.text:
+                    continue
+                if SequenceMatcher(None, entity_value, fuzzy.text).ratio() >= config.fuzzy_min_ratio:
+                    analysis.wanted[found.entity.key] = (fuzzy, config.fuzzy_weight)
+                    break
+    return analysis
+
+
+def _traversable(df: int, total: int, config: RecallConfig) -> bool:
+    return 0 < df <= config.max_df and (total == 0 or df <= max(1, config.max_df_share * total))
+
+
+def _graph(
+    store: RecallStore,
+    plan: QueryPlan,
+    analysis: _Analysis,
+    *,
+    namespace: str,
+    session_id: str | None,
+    config: RecallConfig,
+) -> dict[str, _Acc]:
+    """First hop (query entities), second hop (co-mentions), then `NEXT` propagation."""
+    acc: dict[str, _Acc] = defaultdict(_Acc)
+    total = analysis.total
+    wanted = analysis.wanted
+    usable = [key for key in wanted if key not in analysis.dfs or _traversable(analysis.dfs[key], total, config)]
+    if not usable:
+        return acc
+    lookup = _lookup(store, usable, namespace=namespace, session_id=session_id, limit=config.postings_limit)
+    # a block counts the best key of each query group once
+    group_best: dict[tuple[str, int], tuple[float, str]] = {}
+    for found in lookup.entities:
+        if not _traversable(found.blocks, total, config):
+            continue  # a fuzzy match turned out to be too common
+        query_key, weight = wanted[found.entity.key]
+        idf = _idf(found.blocks, total)
+        label = f'{found.entity.name} ({query_key.how if weight == 1.0 else "fuzzy"})'
+        for posting in found.postings:
+            value = weight * idf * _saturate(posting.count, config.k1)
+            slot = (posting.block_id, query_key.group)
+            if value > group_best.get(slot, (0.0, ''))[0]:
+                group_best[slot] = (value, label)
+    for (block_id, _), (value, label) in group_best.items():
+        entry = acc[block_id]
+        entry.score += value
+        entry.matched[label] = None
+        entry.reasons[f'entity {label}'] = None
+    if not acc:
+        return acc
+    _co_mentions(store, acc, set(wanted), total, namespace=namespace, session_id=session_id, config=config)
+    _propagate_next(store, acc, namespace=namespace, session_id=session_id, config=config)
+    return acc
+
+
+def _co_mentions(
+    store: RecallStore,
+    acc: dict[str, _Acc],
+    matched_keys: set[str],
+    total: int,
+    *,
+    namespace: str,
+    session_id: str | None,
+    config: RecallConfig,
+) -> None:
+    """Second hop: named entities the best blocks mention (besides the query's) lead to other blocks."""
+    if config.seeds <= 0 or config.co_entities <= 0:
+        return
+    seeds = sorted(acc, key=lambda block_id: (-acc[block_id].score, block_id))[: config.seeds]
+    top = acc[seeds[0]].score or 1.0
+    support: dict[str, float] = defaultdict(float)
+    records: dict[str, EntityRecord] = {}
+    for seed in seeds:
+        for entity, _count in store.entities_of(seed, namespace=namespace):
+            if entity.key in matched_keys or key_class_of(entity.key) not in _NAMED_CLASSES:
+                continue
+            support[entity.key] += acc[seed].score / top
+            records[entity.key] = entity
+    if not support:
+        return
+    candidates = sorted(support, key=lambda key: (-support[key], key))[: config.co_candidates]
+    lookup = _lookup(
+        store, candidates, namespace=namespace, session_id=session_id, limit=0, count_limit=config.max_df + 1
+    )
+    ranked = sorted(
+        (
+            (support[f.entity.key] * _idf(f.blocks, total), f.entity.key)
+            for f in lookup.entities
+            if f.blocks > 1 and _traversable(f.blocks, total, config)
+        ),
+        reverse=True,
+    )[: config.co_entities]
+    if not ranked:
+        return
+    chosen = {key: value for value, key in ranked}
+    postings = _lookup(store, list(chosen), namespace=namespace, session_id=session_id, limit=config.postings_limit)
+    norm = max(chosen.values()) or 1.0
+    for found in postings.entities:
+        share = chosen[found.entity.key] / norm
+        idf = _idf(found.blocks, total)
+        for posting in found.postings:
+            entry = acc[posting.block_id]
+            entry.score += config.co_weight * share * idf * _saturate(posting.count, config.k1)
+            entry.reasons[f'co-mention of {records[found.entity.key].name}'] = None
+
+
+def key_class_of(key: str) -> str:
+    """`name:caroline` -> `name`."""
+    return key.partition(':')[0]
+
+
+def _propagate_next(
+    store: RecallStore,
+    acc: dict[str, _Acc],
+    *,
+    namespace: str,
+    session_id: str | None,
+    config: RecallConfig,
+) -> None:
+    """A share of each top block's score flows to its `NEXT` neighbours (before and after it)."""
+    if config.next_weight <= 0 or config.next_blocks <= 0:
+        return
+    top = sorted(acc, key=lambda block_id: (-acc[block_id].score, block_id))[: config.next_blocks]
+    flows: dict[str, float] = defaultdict(float)
+    sources: dict[str, str] = {}
+    for info in store.block_info(top, namespace=namespace, session_id=session_id):
+        base = acc[info.id].score
+        for neighbour in (info.previous_id, info.next_id):
+            if neighbour is not None:
+                flows[neighbour] += config.next_weight * base
+                sources.setdefault(neighbour, info.id)
+    for neighbour, value in flows.items():
+        entry = acc[neighbour]
+        entry.score += value
+        entry.reasons[f'NEXT of {sources[neighbour]}'] = None
+
+
+def _term_keys(term: str) -> tuple[str, ...]:
+    """The keys whose frequency tells how common a search word is (as a plain word, as a name)."""
+    return (entity_key('concept', term), entity_key('name', term))
+
+
+def _text_terms(plan: QueryPlan, analysis: _Analysis | None, config: RecallConfig) -> list[str]:
+    """The query's words minus those (nearly) every block mentions; never all of them."""
+    if analysis is None or analysis.total < 20:
+        return list(plan.terms)
+    limit = config.text_max_df_share * analysis.total
+
+    def df(term: str) -> int:
+        return max((analysis.dfs.get(key, 0) for key in _term_keys(term)), default=0)
+
+    kept = [term for term in plan.terms if df(term) <= limit]
+    if not kept and plan.terms:
+        kept = [min(plan.terms, key=df)]
+    return kept
+
+
+def _bm25(
+    store: GraphStore,
+    plan: QueryPlan,
+    analysis: _Analysis | None,
+    *,
+    namespace: str,
+    session_id: str | None,
+    config: RecallConfig,
+) -> dict[str, _Acc]:
+    acc: dict[str, _Acc] = defaultdict(_Acc)
+    terms = _text_terms(plan, analysis, config)
+    if not terms:
+        return acc
+    hits: list[TextHit] = store.search_text(
+        ' '.join(terms), k=config.bm25_candidates, namespace=namespace, session_id=session_id
+    )
+    for rank, hit in enumerate(hits, start=1):
+        for block_id in hit.block_ids:
+            if not block_id.startswith('blk_'):
+                continue
+            entry = acc[block_id]
+            if hit.score > entry.score or not entry.reasons:
+                entry.score = max(entry.score, hit.score)
+            entry.reasons[f'bm25 rank {rank}'] = None
+    return acc
+
+
+def _ranked(acc: dict[str, _Acc], limit: int | None = None) -> list[ScoredBlock]:
+    items = [(block_id, entry) for block_id, entry in acc.items() if entry.score > 0]
+    key: Callable[[tuple[str, _Acc]], tuple[float, str]] = lambda item: (-item[1].score, item[0])  # noqa: E731
+    order = sorted(items, key=key) if limit is None or len(items) <= limit else heapq.nsmallest(limit, items, key=key)
+    return [ScoredBlock(block_id, entry.score, tuple(entry.matched), tuple(entry.reasons)) for block_id, entry in order]
+
+
+def _fuse(rankings: Iterable[list[ScoredBlock]], k: int, weights: Sequence[float]) -> list[ScoredBlock]:
+    acc: dict[str, _Acc] = defaultdict(_Acc)
+    for ranking, weight in zip(rankings, weights, strict=False):
+        for rank, block in enumerate(ranking, start=1):
+            entry = acc[block.block_id]
+            entry.score += weight / (k + rank)
+            entry.matched.update(dict.fromkeys(block.matched))
+            entry.reasons.update(dict.fromkeys(block.reasons))
+    return _ranked(acc)
+
+
+def _in_time(
+    store: RecallStore,
+    ranking: list[ScoredBlock],
+    window: TimeRange,
+    *,
+    namespace: str,
+    session_id: str | None,
+) -> list[ScoredBlock]:
+    infos = {
+        info.id: info
+        for info in store.block_info([b.block_id for b in ranking], namespace=namespace, session_id=session_id)
+    }
+    return [
+        block
+        for block in ranking
+        if block.block_id in infos and window.contains(parse_time(infos[block.block_id].started_at))
+    ]
+
+
+def rank_blocks(
+    store: GraphStore,
+    query: str,
+    *,
+    method: Method = 'fused',
+    namespace: str = DEFAULT_NAMESPACE,
+    session_id: str | None = None,
+    since: datetime | str | None = None,
+    until: datetime | str | None = None,
+    prefer: TimeRange | None = None,
+    config: RecallConfig | None = None,
+) -> list[ScoredBlock]:
+    """Every block the method finds for `query`, best first (the ranking `recall` cuts at k).
+
+    Args:
+        store: a store with the recall reads (`entity_postings`, `block_info`).
+        query: free text.
+        method: `graph`, `bm25` or `fused`.
+        namespace: where to look.
+        session_id: one session, or `None` for every session of the namespace.
+        since: keep blocks that started at or after this time (ISO-8601 text or datetime).
+        until: keep blocks that started before this time.
+        prefer: a time range to favour without excluding anything (e.g. "in March" in the query, see
+            `time_range_in`): blocks inside it score `1 + prefer_boost` times more.
+        config: ranking knobs.
+    """
+    config = config or RecallConfig()
+    plan = plan_query(query)
+    recall_store = _recall_store(store)
+    rankings: list[list[ScoredBlock]] = []
+    analysis = _analyse(recall_store, plan, namespace=namespace, session_id=session_id, config=config)
+    if method in ('graph', 'fused'):
+        graph = _graph(recall_store, plan, analysis, namespace=namespace, session_id=session_id, config=config)
+        rankings.append(_ranked(graph, config.max_candidates))
+    if method in ('bm25', 'fused'):
+        text = _bm25(store, plan, analysis, namespace=namespace, session_id=session_id, config=config)
+        if method == 'fused' and config.bm25_next and text:
+            _propagate_next(recall_store, text, namespace=namespace, session_id=session_id, config=config)
+        rankings.append(_ranked(text, config.max_candidates))
+    ranking = rankings[0] if len(rankings) == 1 else _fuse(rankings, config.rrf_k, (config.graph_weight, 1.0))
+    window = TimeRange(parse_time(since), parse_time(until))
+    if window.since is not None or window.until is not None:
+        ranking = _in_time(recall_store, ranking, window, namespace=namespace, session_id=session_id)
+    if prefer is not None and (prefer.since is not None or prefer.until is not None) and ranking:
+        ranking = _prefer(recall_store, ranking, prefer, namespace=namespace, session_id=session_id, config=config)
+    return ranking
+
+
+def _prefer(
+    store: RecallStore,
+    ranking: list[ScoredBlock],
+    window: TimeRange,
+    *,
+    namespace: str,
+    session_id: str | None,
+    config: RecallConfig,
+) -> list[ScoredBlock]:
+    head = ranking[: config.prefer_candidates]
+    infos = {
+        info.id: info
+        for info in store.block_info([b.block_id for b in head], namespace=namespace, session_id=session_id)
+    }
+    boosted = [
+        ScoredBlock(b.block_id, b.score * (1.0 + config.prefer_boost), b.matched, (*b.reasons, 'in the time range'))
+        if b.block_id in infos and window.contains(parse_time(infos[b.block_id].started_at))
+        else b
+        for b in head
+    ]
+    boosted.sort(key=lambda b: (-b.score, b.block_id))
+    return boosted + ranking[config.prefer_candidates :]
+
+
+def _memento_of(
+    store: GraphStore, block_id: str, info: BlockInfo | None, *, namespace: str, session_id: str | None
+) -> MementoRecord | None:
+    """The block's memento: by its derived id first (one key lookup), else by the `SUMMARIZES` edge."""
+    if info is not None:
+        try:
+            return store.get_memento(
+                memento_id_for(namespace, info.session_id, [block_id]), namespace=namespace, session_id=session_id
+            )
+        except NotFoundError:
+            pass
+    return store.memento_of(block_id, namespace=namespace, session_id=session_id)
+
+
+def _recall_store(store: GraphStore) -> RecallStore:
+    if not (hasattr(store, 'entity_postings') and hasattr(store, 'block_info')):
+        raise TypeError(f'{type(store).__name__} lacks the recall reads entity_postings and block_info')
+    return store  # type: ignore[return-value]
+
+
+def recall(
+    store: GraphStore,
+    query: str,
+    k: int = 10,
+    *,
+    method: Method = 'fused',
+    namespace: str = DEFAULT_NAMESPACE,
+    session_id: str | None = None,
+    since: datetime | str | None = None,
+    until: datetime | str | None = None,
+    config: RecallConfig | None = None,
+) -> list[RecallHit]:
+    """The `k` best archived blocks for `query`, each with its memento, score and the reason it was found.
+
+    This is what the `recall` tool and `mementograph recall` call. Scope is one session unless `session_id` is
+    `None` (the whole namespace).
+    """
+    ranking = rank_blocks(
+        store,
+        query,
+        method=method,
+        namespace=namespace,
+        session_id=session_id,
+        since=since,
+        until=until,
+        config=config,
+    )[: max(0, k)]
+    if not ranking:
+        return []
+    infos = {
+        info.id: info
+        for info in _recall_store(store).block_info(
+            [b.block_id for b in ranking], namespace=namespace, session_id=session_id
+        )
+    }
+    hits: list[RecallHit] = []
+    for block in ranking:
+        info = infos.get(block.block_id)
+        memento = _memento_of(store, block.block_id, info, namespace=namespace, session_id=session_id)
+        hits.append(
+            RecallHit(
+                block_id=block.block_id,
+                session_id=info.session_id if info is not None else (session_id or ''),
+                score=block.score,
+                memento_id=None if memento is None else memento.id,
+                memento='' if memento is None else memento.text,
+                block_ids=(block.block_id,) if memento is None else memento.summarizes,
+                matched=block.matched,
+                reasons=block.reasons,
+                started_at=None if info is None else info.started_at,
+            )
+        )
+    return hits

@@ -1,0 +1,45 @@
+"""`_render` -- recall results as text sized for a context window (the `recall` tool's answer)."""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+from typing import Final
+
+from ._recall import RecallHit
+
+__all__ = ('render_recall',)
+
+MAX_MEMENTO_CHARS: Final = 700
+"""Characters of each memento shown; the full block is one `recover_block` away."""
+
+
+def render_recall(hits: Sequence[RecallHit], query: str, *, max_chars: int = 6_000) -> str:
+    """One entry per hit, best first: block id, score, why it matched, and its memento (cut to fit).
+
+    Entries that would pass `max_chars` are left out and counted in a last line, so the answer never floods the
+    context however large `k` is.
+    """
+    if not hits:
+        return f'Nothing archived matches {query!r}.'
+    lines: list[str] = []
+    used = 0
+    shown = 0
+    for rank, hit in enumerate(hits, start=1):
+        why = ', '.join(hit.matched[:4]) or ', '.join(hit.reasons[:2]) or 'text match'
+        memento = hit.memento.strip() or '(no memento)'
+        if len(memento) > MAX_MEMENTO_CHARS:
+            memento = memento[: MAX_MEMENTO_CHARS - 3].rstrip() + '...'
+        when = f' {hit.started_at[:16]}' if hit.started_at else ''
+        target = hit.memento_id or hit.block_id
+        entry = (
+            f'{rank}. recover_block("{target}") score {hit.score:.3f}{when} -- matched: {why}\n   '
+            + memento.replace('\n', '\n   ')
+        )
+        if used + len(entry) > max_chars and shown:
+            break
+        lines.append(entry)
+        used += len(entry) + 1
+        shown += 1
+    if shown < len(hits):
+        lines.append(f'[{len(hits) - shown} more hits left out to fit; narrow the query or lower k]')
+    return '\n'.join(lines)

@@ -1,0 +1,63 @@
+"""LoCoMo and LongMemEval evaluators on small slices of the shared data, and the `eval` command."""
+
+from __future__ import annotations
+
+import argparse
+import json
+from pathlib import Path
+
+import pytest
+
+from mementograph.cli import _eval_cmd
+from mementograph.eval import (
+    EVAL_METHODS,
+    evaluate_locomo,
+    evaluate_longmemeval,
+    format_table,
+    locomo_tables,
+    longmemeval_tables,
+)
+
+
+def test_locomo_slice(locomo_slice: Path) -> None:
+    report = evaluate_locomo(locomo_slice, ks=(5, 10, 50), workers=1)
+    assert report.methods == EVAL_METHODS and report.conversations == 1
+    assert report.questions['overall'] >= 20
+    for method in report.methods:
+        values = [report.recall[method]['overall'][k] for k in report.ks]
+        assert values == sorted(values) and values[0] >= 0.0 and values[-1] <= 1.0
+    assert report.recall['fused']['overall'][50] >= 0.6  # a small haystack: most evidence is found
+    sources = {r.name: r for r in report.retention}
+    assert set(sources) == {'mementos', 'raw evidence turns', 'session summaries', 'observations'}
+    assert 0 < sources['mementos'].size_ratio < 1 and sources['raw evidence turns'].retained > 0
+    assert report.mementos == report.blocks and report.turns > 50
+    text = '\n'.join(format_table(t) for t in locomo_tables(report))
+    assert 'R@10' in text and 'single-hop' in text and 'Answer retention' in text
+    json.dumps(report.to_json())
+
+
+def test_longmemeval_slice(longmemeval_oracle: Path) -> None:
+    report = evaluate_longmemeval(longmemeval_oracle, pooled=True, limit=4, workers=1)
+    assert report.scopes == ('per-question', 'pooled') and report.questions['overall'] == 4
+    for scope in report.scopes:
+        for method in report.methods:
+            overall = report.scores[scope][method]['overall']
+            assert set(overall) == {'recall_all@5', 'recall_all@10', 'ndcg_any@5', 'ndcg_any@10'}
+            assert all(0.0 <= value <= 1.0 for value in overall.values())
+            assert overall['recall_all@10'] >= overall['recall_all@5']
+    assert report.scores['per-question']['fused']['overall']['recall_all@10'] >= 0.75
+    text = '\n'.join(format_table(t) for t in longmemeval_tables(report))
+    assert 'pooled' in text and 'recall_all@5' in text
+
+
+def test_eval_command_prints_json(locomo_slice: Path, capsys: pytest.CaptureFixture[str]) -> None:
+    parser = argparse.ArgumentParser()
+    _eval_cmd.register(parser.add_subparsers())
+    args = parser.parse_args(
+        ['eval', 'locomo', str(locomo_slice), '--k', '5,10', '--methods', 'bm25,graph', '--json', '--workers', '1']
+    )
+    assert args.func(args) == 0
+    data = json.loads(capsys.readouterr().out)
+    assert data['methods'] == ['bm25', 'graph'] and data['ks'] == [5, 10]
+    with pytest.raises(SystemExit):
+        parser.parse_args(['eval', 'locomo', str(locomo_slice), '--methods', 'dense'])

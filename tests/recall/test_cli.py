@@ -1,0 +1,53 @@
+"""`mementograph recall` and `mementograph pages` on an embedded store file."""
+
+from __future__ import annotations
+
+import argparse
+import json
+from pathlib import Path
+
+import pytest
+
+from mementograph.cli import _recall_cmd
+from mementograph.eval import DialogueIngestor, IngestedDialogue
+from mementograph.knowledge_graph.store import open_store
+
+
+@pytest.fixture
+def store_uri(tmp_path: Path, ingested: IngestedDialogue) -> str:
+    uri = f'sqlite://{tmp_path / "memory.db"}'
+    store = open_store(uri)
+    DialogueIngestor.replay(store, ingested)
+    store.close()
+    return uri
+
+
+def run(argv: list[str]) -> int:
+    parser = argparse.ArgumentParser()
+    _recall_cmd.register(parser.add_subparsers())
+    args = parser.parse_args(argv)
+    code: int = args.func(args)
+    return code
+
+
+def test_recall_command(store_uri: str, capsys: pytest.CaptureFixture[str]) -> None:
+    assert run(['recall', 'adoption agencies', '--store', store_uri, '--k', '2']) == 0
+    out = capsys.readouterr().out
+    assert out.startswith('1. recover_block("mem_') and 'adoption' in out
+    assert run(['recall', 'adoption agencies', '--store', store_uri, '--json', '--method', 'graph']) == 0
+    data = json.loads(capsys.readouterr().out)
+    assert data['method'] == 'graph' and data['hits'][0]['memento_id'].startswith('mem_')
+    assert run(['recall', 'adoption', '--store', store_uri, '--since', '2023-06-01T00:00:00+00:00', '--json']) == 0
+    later = json.loads(capsys.readouterr().out)['hits']
+    assert later and all(hit['started_at'] >= '2023-06-01' for hit in later)
+    assert run(['recall', 'xylophone', '--store', store_uri]) == 0
+    assert 'Nothing archived matches' in capsys.readouterr().out
+
+
+def test_pages_command(store_uri: str, capsys: pytest.CaptureFixture[str]) -> None:
+    assert run(['pages', '--store', store_uri, '--json']) == 0
+    data = json.loads(capsys.readouterr().out)
+    assert data['session_id'] == 'conv-1' and data['pages']
+    first = data['pages'][0]
+    assert run(['pages', '--store', store_uri, '--page', str(first['number'])]) == 0
+    assert capsys.readouterr().out.startswith(f'[page {first["number"]} {first["id"]}')

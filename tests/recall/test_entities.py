@@ -1,0 +1,109 @@
+"""The deterministic entity extractor: kinds, normalisation, aliases, counts, determinism."""
+
+from __future__ import annotations
+
+import pytest
+
+from mementograph.knowledge_graph.entities import (
+    entity_key,
+    extract_entities,
+    mentions_for,
+    normalize_path,
+    stem,
+)
+
+
+def keys_of(text: str) -> dict[str, str]:
+    return {entity.key: entity.kind for entity in extract_entities(text)}
+
+
+def test_technical_kinds_from_an_agent_block() -> None:
+    text = (
+        '[call bash]\ncd /repo && git diff --stat && python -m pytest tests/test_models.py -x\n'
+        '[return bash]\nTraceback (most recent call last):\n  File "x.py", line 3\n'
+        'django.db.utils.OperationalError: no such table\n'
+        '[assistant]\nThe fix is in `QuerySet.filter()`; see https://docs.djangoproject.com/en/4.2/ref/ '
+        'and numpy==1.21 (v2.3.1). It took 3.5 ms.'
+    )
+    keys = keys_of(text)
+    assert keys['cmd:git diff'] == 'command'
+    assert keys['cmd:python -m pytest'] == 'command'
+    assert keys['file:tests/test_models.py'] == 'file'
+    assert keys['err:operationalerror'] == 'error'
+    assert keys['sym:queryset.filter'] == 'symbol'
+    assert keys['url:https://docs.djangoproject.com/en/4.2/ref'] == 'url'
+    assert keys['ver:numpy==1.21'] == 'version'
+    assert keys['ver:2.3.1'] == 'version'
+    assert keys['num:3.5 ms'] == 'number'
+
+
+def test_dialogue_kinds() -> None:
+    text = (
+        'Caroline: I moved from Sweden 4 years ago. Dr. Smith at Stanford University said so on 8 May, 2023.\n'
+        'Melanie: I read "Charlotte\'s Web" and raised $5,000 for Google Inc in June 2022.'
+    )
+    kinds = keys_of(text)
+    assert kinds['name:caroline'] == 'person'  # a speaker
+    assert kinds['name:sweden'] == 'place'
+    assert kinds['name:dr. smith'] == 'person'
+    assert kinds['name:stanford university'] == 'organisation'
+    assert kinds['name:google inc'] == 'organisation'
+    assert kinds['date:2023-05-08'] == 'date'
+    assert kinds['date:2022-06'] == 'date'
+    assert kinds["term:charlotte's web"] == 'term'
+    assert kinds['num:$5000'] == 'number'
+    assert kinds['num:4 years'] == 'number'
+
+
+def test_sentence_openers_are_not_names_but_recurring_capitals_are() -> None:
+    keys = keys_of('Wow, that is great. Thanks! Gonna go. Last Friday we met Jo. Jo liked it.')
+    assert 'name:jo' in keys
+    for word in ('wow', 'thanks', 'gonna', 'last', 'last friday'):
+        assert f'name:{word}' not in keys
+
+
+def test_normalisation_meets_case_path_forms_and_inflections() -> None:
+    assert entity_key('file', './src//A.py') == entity_key('file', 'src/a.py') == 'file:src/a.py'
+    assert normalize_path('src\\pkg\\mod.py/') == 'src/pkg/mod.py'
+    assert entity_key('person', "Melanie's") == entity_key('name', 'melanie') == 'name:melanie'
+    assert entity_key('term', 'The Nightingale') == 'term:nightingale'
+    assert entity_key('number', '$5,000') == 'num:$5000'
+    assert entity_key('version', 'v1.2.3') == 'ver:1.2.3'
+    assert entity_key('error', 'django.db.utils.OperationalError') == 'err:operationalerror'
+    assert stem('camped') == stem('camping') == stem('camps') == stem('camp')
+    assert stem('stories') == stem('story')
+
+
+def test_aliases_let_short_forms_find_long_ones() -> None:
+    keys = keys_of('Edit django/db/models/base.py and call np.ndarray. Kristin Hannah wrote it.')
+    assert 'file:base.py' in keys and 'file:django/db/models/base.py' in keys
+    assert 'sym:ndarray' in keys and 'sym:np.ndarray' in keys
+    assert 'name:hannah' in keys and 'name:kristin hannah' in keys
+
+
+def test_concepts_are_stemmed_counted_and_capped() -> None:
+    entities = {e.key: e for e in extract_entities('I went camping. Camping again! We camped by the lake.')}
+    assert entities['concept:camp'].count == 3
+    long_text = ' '.join(f'word{chr(97 + i % 26)}{chr(97 + i // 26)}' for i in range(200))
+    concepts = [e for e in extract_entities(long_text, max_concepts=10) if e.kind == 'concept']
+    assert len(concepts) == 10
+
+
+def test_memento_labels_and_headers_are_not_entities() -> None:
+    keys = keys_of('[user]\nRESULT: the build passed\nCOMMANDS:\n$ make test -> exit 0\n[assistant]\nok')
+    assert not any(key.endswith((':result', ':commands', ':user', ':assistant')) for key in keys)
+    assert 'cmd:make test' in keys
+
+
+@pytest.mark.parametrize('text', ['', 'the and of', '   '])
+def test_empty_and_stopword_texts(text: str) -> None:
+    assert extract_entities(text) == []
+
+
+def test_mentions_are_deterministic_edges() -> None:
+    text = 'Yesterday Caroline went to the LGBTQ support group in Boston on 8 May, 2023.'
+    first = mentions_for('blk_1', text)
+    assert first == mentions_for('blk_1', text)
+    assert all(m.source_id == 'blk_1' and m.count >= 1 for m in first)
+    assert [m.entity.key for m in first] == sorted(m.entity.key for m in first)
+    assert {'name:caroline', 'name:lgbtq', 'name:boston', 'date:2023-05-08'} <= {m.entity.key for m in first}

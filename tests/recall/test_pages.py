@@ -1,0 +1,92 @@
+"""The paged index: pages close when full, the index changes only then, old pages fold, pages read back in parts."""
+
+from __future__ import annotations
+
+from mementograph._tokens import TokenCounter
+from mementograph.eval import IngestedDialogue
+from mementograph.knowledge_graph import Eviction
+from mementograph.knowledge_graph.recall import PagePolicy, page_index_text, pages_for_eviction, retrieve_page
+from mementograph.knowledge_graph.store import GraphStore, open_store
+
+POLICY = PagePolicy(blocks_per_page=2, group_size=2, meta_after=3, topics=3)
+
+
+def evict_one_by_one(store: GraphStore, ingested: IngestedDialogue, policy: PagePolicy) -> list[str]:
+    """Write the dialogue's blocks one eviction each (as a live session would), returning the index after each."""
+    indexes: list[str] = []
+    for eviction in ingested.evictions:
+        for block in eviction.blocks:
+            mementos = tuple(m for m in eviction.mementos if block.id in m.summarizes)
+            sources = {block.id, *(m.id for m in mementos)}
+            mentions = tuple(m for m in eviction.mentions if m.source_id in sources)
+            pages = pages_for_eviction(
+                store,
+                session_id=eviction.session_id,
+                blocks=[block],
+                mementos=mementos,
+                mentions=mentions,
+                policy=policy,
+            )
+            store.write_eviction(
+                Eviction(
+                    session_id=eviction.session_id, blocks=(block,), mementos=mementos, mentions=mentions, pages=pages
+                )
+            )
+            indexes.append(page_index_text(store, session_id=eviction.session_id, policy=policy))
+    return indexes
+
+
+def test_pages_close_when_full_and_the_index_changes_only_then(ingested: IngestedDialogue) -> None:
+    store = open_store('memory://')
+    indexes = evict_one_by_one(store, ingested, POLICY)
+    pages = store.list_pages(session_id='conv-1')
+    blocks = sum(len(e.blocks) for e in ingested.evictions)
+    assert [len(p.block_ids) for p in pages if p.summary] == [2] * (blocks // 2)
+    assert [p.number for p in pages] == list(range(1, len(pages) + 1))
+    assert all(p.topics for p in pages if p.summary)
+    for number, (before, after) in enumerate(zip(['', *indexes], indexes, strict=False), start=1):
+        closed_now = number % POLICY.blocks_per_page == 0
+        assert (before != after) == closed_now, f'eviction {number}'
+    # the open page (odd block count) is written but not listed
+    assert blocks % 2 == 0 or not pages[-1].summary
+
+
+def test_meta_index_folds_old_pages(ingested: IngestedDialogue) -> None:
+    store = open_store('memory://')
+    policy = PagePolicy(blocks_per_page=1, group_size=2, meta_after=3)
+    final = evict_one_by_one(store, ingested, policy)[-1]
+    closed = [p for p in store.list_pages(session_id='conv-1') if p.summary]
+    assert len(closed) > policy.meta_after
+    lines = final.splitlines()
+    assert lines[0].startswith(f'MEMORY INDEX: {len(closed)} archived pages')
+    assert any(line.startswith('pages 1-2 (turns ') for line in lines)
+    listed = [line for line in lines if line.startswith('page ')]
+    assert 2 <= len(listed) < len(closed)
+    assert listed[-1].startswith(f'page {closed[-1].number} {closed[-1].id}')
+
+
+def test_same_evictions_give_the_same_pages(ingested: IngestedDialogue) -> None:
+    first, second = open_store('memory://'), open_store('memory://')
+    assert evict_one_by_one(first, ingested, POLICY) == evict_one_by_one(second, ingested, POLICY)
+    assert first.list_pages(session_id='conv-1') == second.list_pages(session_id='conv-1')
+
+
+def test_retrieve_page_returns_verified_blocks_in_parts(ingested: IngestedDialogue) -> None:
+    store = open_store('memory://')
+    evict_one_by_one(store, ingested, POLICY)
+    page = store.list_pages(session_id='conv-1')[0]
+    whole = retrieve_page(store, page.id, session_id='conv-1')
+    assert whole.startswith(f'[page 1 {page.id}: turns {page.first_turn}-{page.last_turn}, 2 blocks; part 1 of 1]')
+    assert all(f'[block {block_id}' in whole for block_id in page.block_ids)
+    counter = TokenCounter()
+    first = retrieve_page(store, 1, session_id='conv-1', max_tokens=40, counter=counter)
+    assert 'part 1 of ' in first and f'next: retrieve_page("{page.id}", part=2)' in first
+    total = int(first.split('part 1 of ')[1].split(';')[0].split(']')[0])
+    last = retrieve_page(store, '1', session_id='conv-1', part=total, max_tokens=40, counter=counter)
+    assert f'part {total} of {total}]' in last
+    assert retrieve_page(store, 'pg_missing', session_id='conv-1').startswith("No page 'pg_missing'")
+
+
+def test_ingest_writes_pages_with_the_default_policy(ingested: IngestedDialogue) -> None:
+    pages = [page for eviction in ingested.evictions for page in eviction.pages]
+    assert pages and all(page.session_id == 'conv-1' for page in pages)

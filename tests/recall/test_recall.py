@@ -1,0 +1,158 @@
+"""`recall`: exact, normalised and fuzzy entity matches, co-mentions, NEXT, BM25, fusion, time ranges, backends."""
+
+from __future__ import annotations
+
+from datetime import UTC, datetime
+
+import pytest
+
+from mementograph.eval import IngestedDialogue
+from mementograph.knowledge_graph.recall import (
+    RecallConfig,
+    TimeRange,
+    plan_query,
+    rank_blocks,
+    recall,
+    render_recall,
+    time_range_in,
+)
+from mementograph.knowledge_graph.store import GraphStore, open_store
+from tests.recall.conftest import DAY2
+
+
+def turns_of(ingested: IngestedDialogue, block_id: str) -> tuple[str, ...]:
+    return next(block.turn_ids for block in ingested.blocks if block.block_id == block_id)
+
+
+def block_with(ingested: IngestedDialogue, turn_id: str) -> str:
+    return next(block.block_id for block in ingested.blocks if turn_id in block.turn_ids)
+
+
+@pytest.fixture
+def store(ingested: IngestedDialogue) -> GraphStore:
+    from mementograph.eval import DialogueIngestor
+
+    store = open_store('memory://')
+    DialogueIngestor.replay(store, ingested)
+    return store
+
+
+def test_query_plan_reads_words_as_names_concepts_and_symbols() -> None:
+    plan = plan_query('what did caroline research about TypeError in base.py?')
+    keys = {key.key for key in plan.keys}
+    assert {'name:caroline', 'concept:research', 'err:typeerror', 'file:base.py'} <= keys
+    groups = {key.group for key in plan.keys if key.text.lower() == 'caroline'}
+    assert len(groups) == 1  # every reading of one word is one group
+    assert 'what' not in plan.terms and 'caroline' in plan.terms
+
+
+def test_recall_finds_by_entities_with_memento_and_reasons(store: GraphStore, ingested: IngestedDialogue) -> None:
+    hits = recall(store, 'What did Caroline research about adoption agencies?', 3, session_id='conv-1')
+    assert hits
+    top = hits[0]
+    assert 'S1:4' in turns_of(ingested, top.block_id)
+    assert top.memento_id is not None and top.memento
+    assert top.block_ids == (top.block_id,)
+    assert any('adoption' in m for m in top.matched)
+    assert top.started_at is not None and top.started_at.startswith('2023-05-08')
+    assert render_recall(hits, 'q').startswith('1. recover_block("mem_')
+
+
+def test_normalised_and_fuzzy_matches(store: GraphStore, ingested: IngestedDialogue) -> None:
+    camping = block_with(ingested, 'S2:4')
+    graph = rank_blocks(store, 'camped', method='graph', session_id='conv-1')  # inflection: camp, camping
+    assert camping in [b.block_id for b in graph[:3]]
+    fuzzy = rank_blocks(store, 'dinosaurz', method='graph', session_id='conv-1')  # a typo
+    assert fuzzy and fuzzy[0].block_id == block_with(ingested, 'S1:7')
+    assert any('fuzzy' in m for m in fuzzy[0].matched)
+    lower = rank_blocks(store, 'typeerror querysets', method='graph', session_id='conv-1')
+    assert lower[0].block_id == block_with(ingested, 'S2:0')
+
+
+def test_next_neighbours_and_co_mentions_extend_the_entity_hits(store: GraphStore, ingested: IngestedDialogue) -> None:
+    ranking = rank_blocks(store, 'Rainbow Families', method='graph', session_id='conv-1')
+    direct = block_with(ingested, 'S1:6')
+    assert ranking[0].block_id == direct
+    others = {b.block_id: b for b in ranking[1:]}
+    assert others, 'the NEXT neighbour of the hit is recalled too'
+    assert any(reason.startswith(('NEXT of', 'co-mention of')) for b in others.values() for reason in b.reasons)
+    no_hops = rank_blocks(
+        store, 'Rainbow Families', method='graph', session_id='conv-1', config=RecallConfig(next_weight=0, co_weight=0)
+    )
+    assert [b.block_id for b in no_hops] == [direct]
+
+
+def test_bm25_and_fused_methods(store: GraphStore, ingested: IngestedDialogue) -> None:
+    target = block_with(ingested, 'S2:2')
+    bm25 = rank_blocks(store, 'passed QuerySet.filter', method='bm25', session_id='conv-1')
+    assert bm25[0].block_id == target and any(r.startswith('bm25 rank') for r in bm25[0].reasons)
+    fused = rank_blocks(store, 'passed QuerySet.filter', method='fused', session_id='conv-1')
+    assert fused[0].block_id == target
+    assert rank_blocks(store, 'the of and', method='fused', session_id='conv-1') == []
+
+
+def test_time_range_filters(store: GraphStore, ingested: IngestedDialogue) -> None:
+    everything = rank_blocks(
+        store, 'Caroline', method='graph', session_id='conv-1', config=RecallConfig(max_df_share=1)
+    )
+    later = rank_blocks(
+        store, 'Caroline', method='graph', session_id='conv-1', since=DAY2, config=RecallConfig(max_df_share=1)
+    )
+    earlier = rank_blocks(
+        store, 'Caroline', method='graph', session_id='conv-1', until='2023-06-01T00:00:00+00:00',
+        config=RecallConfig(max_df_share=1),
+    )  # fmt: skip
+    assert later and earlier and len(later) + len(earlier) == len(everything)
+    assert all(turns_of(ingested, b.block_id)[0].startswith('S2') for b in later)
+    assert all(turns_of(ingested, b.block_id)[0].startswith('S1') for b in earlier)
+
+
+def test_time_ranges_named_in_a_query() -> None:
+    now = datetime(2023, 5, 20, 12, 0, tzinfo=UTC)
+    march = time_range_in('How many doctor appointments did I go to in March?', now)
+    assert march is not None and march.contains(datetime(2023, 3, 15, tzinfo=UTC))
+    assert not march.contains(datetime(2023, 4, 15, tzinfo=UTC))
+    ago = time_range_in('the museum I visited two months ago', now)
+    assert ago is not None and ago.contains(datetime(2023, 3, 21, tzinfo=UTC))
+    assert time_range_in('what is my favourite colour', now) is None
+    assert TimeRange().contains(None) and not TimeRange(since=now).contains(None)
+
+
+def test_scope_is_the_session_unless_widened(store: GraphStore) -> None:
+    assert rank_blocks(store, 'adoption agencies', session_id='another-session') == []
+    assert rank_blocks(store, 'adoption agencies', session_id=None)
+
+
+def test_same_ranking_on_every_backend(filled: tuple[GraphStore, str], ingested: IngestedDialogue) -> None:
+    """The graph ranking is Python over protocol reads: identical on every backend by construction."""
+    backend, namespace = filled
+    reference = open_store('memory://')
+    try:
+        from mementograph.eval import DialogueIngestor
+
+        DialogueIngestor.replay(reference, ingested)
+        for query in ('What did Caroline research?', 'camping in the mountains', 'TypeError base.py', 'dinosaurz'):
+            expected = [
+                (b.block_id, round(b.score, 9))
+                for b in rank_blocks(reference, query, method='graph', session_id='conv-1')
+            ]
+            got = rank_blocks(backend, query, method='graph', namespace=namespace, session_id='conv-1')
+            if namespace == 'default':
+                assert [(b.block_id, round(b.score, 9)) for b in got] == expected
+            else:  # another namespace: same shape of ranking (ids are namespaced)
+                assert [round(b.score, 9) for b in got] == [score for _, score in expected]
+            hits = recall(backend, query, 3, namespace=namespace, session_id='conv-1')
+            assert len(hits) == min(3, len(expected))
+    finally:
+        reference.close()
+
+
+def test_a_preferred_time_range_reorders_without_excluding(store: GraphStore, ingested: IngestedDialogue) -> None:
+    config = RecallConfig(max_df_share=1, prefer_boost=10.0)
+    plain = rank_blocks(store, 'Caroline', method='graph', session_id='conv-1', config=config)
+    preferred = rank_blocks(
+        store, 'Caroline', method='graph', session_id='conv-1', prefer=TimeRange(since=DAY2), config=config
+    )
+    assert {b.block_id for b in preferred} == {b.block_id for b in plain}
+    assert turns_of(ingested, preferred[0].block_id)[0].startswith('S2')
+    assert 'in the time range' in preferred[0].reasons
