@@ -10,7 +10,7 @@ import pytest
 
 from mementograph.eval import Dialogue, DialogueIngestor, IngestedDialogue, Segment, Turn
 from mementograph.knowledge_graph.store import GraphStore, open_store
-from tests.conftest import neo4j_uri_with_auth, require_neo4j
+from tests.conftest import neo4j_uri_with_auth
 
 DAY1 = datetime(2023, 5, 8, 13, 0, tzinfo=UTC)
 DAY2 = datetime(2023, 6, 20, 9, 0, tzinfo=UTC)
@@ -72,11 +72,6 @@ def filled(
     if kind == 'neo4j':
         server = request.getfixturevalue('neo4j_server')
         store = open_store(neo4j_uri_with_auth(server))
-        if not (hasattr(store, 'entity_postings') and hasattr(store, 'block_info')):
-            store.close()
-            if require_neo4j():
-                pytest.fail('the Neo4j backend lacks the recall reads entity_postings and block_info')
-            pytest.skip('the Neo4j backend lacks the recall reads entity_postings and block_info (pending)')
         namespace = unique_namespace
     else:
         store = open_store('memory://' if kind == 'memory' else f'sqlite://{tmp_path / "memory.db"}')
