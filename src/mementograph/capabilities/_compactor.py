@@ -241,12 +241,14 @@ class SessionCompactor:
     # -- compaction -----------------------------------------------------------------------------------------------
 
     async def compact(
-        self, messages: list[ModelMessage], *, trigger: Trigger = 'auto'
+        self, messages: list[ModelMessage], *, trigger: Trigger = 'auto', exhaustive: bool = False
     ) -> tuple[list[ModelMessage], CompactionReport]:
         """Micro-compact, evict and merge until the history fits the low-water mark (or nothing more can go).
 
-        Returns the new history (the input list itself when nothing changed) and a report.
+        `exhaustive` evicts every completed block it may (a manual compaction, or a tier whose orchestrator
+        decides when to stop). Returns the new history (the input list itself when nothing changed) and a report.
         """
+        low_water = 0 if exhaustive else self.policy.low_water_tokens
         self.sync_log(messages)
         self.flush_log()  # the log holds every message before the compaction that follows them
         before = self.counter.count_messages(messages)
@@ -255,8 +257,8 @@ class SessionCompactor:
 
         current, report = self._micro(current, report)
         tokens = self.counter.count_messages(current)
-        if tokens > self.policy.low_water_tokens:
-            current, report = await self._evict(current, tokens, report)
+        if tokens > low_water:
+            current, report = await self._evict(current, tokens, report, low_water)
         current, report = await self._merge(current, report)
         for _ in range(3):  # still over the mark with nothing left to evict: fold mementos further
             if self.counter.count_messages(current) <= self.policy.high_water_tokens:
@@ -390,12 +392,12 @@ class SessionCompactor:
         return candidates
 
     async def _evict(
-        self, messages: list[ModelMessage], tokens: int, report: CompactionReport
+        self, messages: list[ModelMessage], tokens: int, report: CompactionReport, low_water: int
     ) -> tuple[list[ModelMessage], CompactionReport]:
         chosen: list[tuple[Segment, int]] = []
         projected = tokens
         for segment, log_index in self._candidates(messages):
-            if projected <= self.policy.low_water_tokens:
+            if projected <= low_water:
                 break
             chosen.append((segment, log_index))
             projected -= segment.tokens - int(segment.tokens * self.engine_ratio()) - _STUB_OVERHEAD_TOKENS

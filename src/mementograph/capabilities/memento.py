@@ -14,7 +14,6 @@ from __future__ import annotations
 import logging
 import threading
 import warnings
-from collections.abc import Callable
 from dataclasses import KW_ONLY, dataclass, field, replace
 from typing import TYPE_CHECKING, Any, Literal
 
@@ -27,6 +26,7 @@ from pydantic_ai.toolsets import AbstractToolset
 
 from .._tokens import TokenCounter, encoding_for_model
 from ..knowledge_graph import DEFAULT_NAMESPACE
+from ..knowledge_graph.entities import mentions_for
 from ..knowledge_graph.memory import Compressor, ExtractiveCompressor, Judge, MementoEngine, RubricJudge
 from ..knowledge_graph.store import GraphStore, open_store
 from ._compactor import CompactionPolicy, CompactionReport, MentionExtractor, SessionCompactor, Trigger
@@ -225,16 +225,16 @@ class MementoCompaction(AbstractCapability[AgentDepsT]):
                 counter=counter,
                 engine=engine,
                 policy=self._policy(high),
-                mentions=self.mentions if self.mentions is not None else _default_mentions(),
+                mentions=self.mentions or mentions_for,
             )
         elif state.compactor.policy.high_water_tokens != high:
             state.compactor.policy = self._policy(high)
         return state.compactor
 
-    def _policy(self, high: int, *, manual: bool = False) -> CompactionPolicy:
+    def _policy(self, high: int) -> CompactionPolicy:
         return CompactionPolicy(
             high_water_tokens=high,
-            low_water_tokens=0 if manual else int(high * self.low_water),
+            low_water_tokens=int(high * self.low_water),
             min_saving_tokens=self.min_saving_tokens,
             micro_min_tokens=self.micro_min_tokens,
             keep_recent_messages=self.keep_recent_messages,
@@ -249,11 +249,9 @@ class MementoCompaction(AbstractCapability[AgentDepsT]):
         """Compact `ctx.messages` in place (persistently); `None` and a warning when it could not be done."""
         try:
             compactor = self.compactor(ctx)
-            if trigger == 'manual':
-                compactor = replace(compactor, policy=self._policy(compactor.policy.high_water_tokens, manual=True))
             messages = list(ctx.messages)
             with ctx.tracer.start_as_current_span(_SPAN_NAME) as span:
-                new, report = await compactor.compact(messages, trigger=trigger)
+                new, report = await compactor.compact(messages, trigger=trigger, exhaustive=trigger == 'manual')
                 if span.is_recording():
                     span.set_attributes(
                         {
@@ -297,10 +295,8 @@ class MementoCompaction(AbstractCapability[AgentDepsT]):
         `TieredCompaction` / `FallbackCompaction`). Archive first; on any failure the messages come back as they
         were. Harness-pinned parts are never archived away."""
         try:
-            compactor = self.compactor(ctx)
             # unconditional: the orchestrator decides when to stop, so evict every completed block it may
-            compactor = replace(compactor, policy=self._policy(compactor.policy.high_water_tokens, manual=True))
-            new, report = await compactor.compact(list(messages), trigger='auto')
+            new, report = await self.compactor(ctx).compact(list(messages), trigger='auto', exhaustive=True)
         except Exception as exc:
             await self._skipped(ctx, f'compaction failed: {type(exc).__name__}: {exc}', error=exc)
             return messages
@@ -390,12 +386,3 @@ def _stamp_pending_request(ctx: RunContext[Any]) -> None:
     if isinstance(last, ModelRequest):
         last.run_id = last.run_id or ctx.run_id
         last.conversation_id = last.conversation_id or ctx.conversation_id
-
-
-def _default_mentions() -> MentionExtractor | None:
-    try:
-        from ..knowledge_graph.entities import mentions_for
-    except ImportError:
-        return None
-    extractor: Callable[..., Any] = mentions_for
-    return extractor

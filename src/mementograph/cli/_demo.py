@@ -175,10 +175,10 @@ def run_demo(
         block = blocks[0]
         recovered = store.recover_block(block.id, session_id=session)
         log = [e for e in store.read_events(session) if e.kind == 'message']
-        logged = b''.join(e.payload for e in log if block.first_message <= (e.message_index or 0) <= block.last_message)
-        recovered_exact = serialize_messages(recovered.messages) == block.messages_json and all(
-            serialize_messages([m]) in logged for m in recovered.messages
-        )
+        logged = [e.payload for e in log if block.first_message <= (e.message_index or 0) <= block.last_message]
+        recovered_exact = serialize_messages(recovered.messages) == block.messages_json and logged == [
+            serialize_messages([m]) for m in recovered.messages
+        ]
         recovered_id = block.id
         say(f'\nrecover_block("{block.id}"): {len(recovered.messages)} messages, sha256 {block.sha256[:16]}..., '
             f'byte-exact: {recovered_exact}')  # fmt: skip

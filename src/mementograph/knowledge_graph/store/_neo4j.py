@@ -864,20 +864,7 @@ class Neo4jStore:
         max_entities: int = 64,
         count_limit: int = 10_000,
     ) -> EntityLookup:
-        """Entities by key (or key prefix), each with its document frequency and the blocks in scope mentioning it.
-
-        Args:
-            keys: entity keys (`class:value`, see `entities.entity_key`); with `prefix`, key prefixes.
-            namespace: entities and blocks of this namespace only.
-            session_id: postings only from blocks of this session (`None`: the whole namespace). Document
-                frequencies and `total_blocks` are always namespace-wide.
-            prefix: match keys starting with each of `keys` (at most `max_entities` per prefix, in key order).
-            limit: postings per entity, most mentions first, then block id (0: document frequencies only).
-            max_entities: cap on the entities one prefix may match.
-            count_limit: document frequencies are counted up to this (an entity more common than that is
-                reported as `count_limit`: it is too common to single anything out, and counting it exactly is what
-                would make the read slow at scale).
-        """
+        """`RecallStore.entity_postings` on Neo4j."""
         from ..recall._values import EntityLookup, EntityPostings, Posting
 
         postings = _POSTINGS.format(scope=_scope('b', namespace, session_id)) if limit > 0 else '[]'
@@ -913,10 +900,7 @@ class Neo4jStore:
     def block_info(
         self, block_ids: Sequence[str], *, namespace: str = DEFAULT_NAMESPACE, session_id: str | None = None
     ) -> list[BlockInfo]:
-        """Position, size, time and `NEXT` neighbours of blocks (kind `block`), without their bytes.
-
-        Ids not found in scope are left out; the result follows the order of `block_ids` (duplicates once).
-        """
+        """`RecallStore.block_info` on Neo4j."""
         from ..recall._values import BlockInfo
 
         ids = list(dict.fromkeys(block_ids))

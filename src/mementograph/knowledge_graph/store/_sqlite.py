@@ -599,6 +599,14 @@ class SqliteStore:
         Indexing is deferred from eviction to the first search after it: tokenizing a block's text costs more
         than writing it, and evictions sit on the agent's request path while searches are rarer.
         """
+        with self._read() as conn:  # searches mostly find it current: no write lock for them
+            marks = dict(conn.execute("SELECT key, value FROM meta WHERE key LIKE 'fts_%'").fetchall())
+            current = all(
+                (conn.execute(f'SELECT max(rid) FROM {table}').fetchone()[0] or 0) <= int(marks.get(f'fts_{table}', 0))
+                for table in ('blocks', 'mementos')
+            )
+        if current:
+            return
         with self._write() as conn:
             marks = dict(conn.execute("SELECT key, value FROM meta WHERE key LIKE 'fts_%'").fetchall())
             done = int(marks.get('fts_mementos', 0))
@@ -765,20 +773,7 @@ class SqliteStore:
         max_entities: int = 64,
         count_limit: int = 10_000,
     ) -> EntityLookup:
-        """Entities by key (or key prefix), each with its document frequency and the blocks in scope mentioning it.
-
-        Args:
-            keys: entity keys (`class:value`, see `entities.entity_key`); with `prefix`, key prefixes.
-            namespace: entities and blocks of this namespace only.
-            session_id: postings only from blocks of this session (`None`: the whole namespace). Document
-                frequencies and `total_blocks` are always namespace-wide.
-            prefix: match keys starting with each of `keys` (at most `max_entities` per prefix, in key order).
-            limit: postings per entity, most mentions first, then block id (0: document frequencies only).
-            max_entities: cap on the entities one prefix may match.
-            count_limit: document frequencies are counted up to this (an entity more common than that is
-                reported as `count_limit`: it is too common to single anything out, and counting it exactly is what
-                would make the read slow at scale).
-        """
+        """`RecallStore.entity_postings` on SQLite."""
         from ..recall._values import EntityLookup, EntityPostings, Posting
 
         found: dict[str, tuple[str, str]] = {}
@@ -833,10 +828,7 @@ class SqliteStore:
     def block_info(
         self, block_ids: Sequence[str], *, namespace: str = DEFAULT_NAMESPACE, session_id: str | None = None
     ) -> list[BlockInfo]:
-        """Position, size, time and `NEXT` neighbours of blocks (kind `block`), without their bytes.
-
-        Ids not found in scope are left out; the result follows the order of `block_ids` (duplicates once).
-        """
+        """`RecallStore.block_info` on SQLite."""
         from ..recall._values import BlockInfo
 
         where, params = _scope_sql(namespace, session_id)
