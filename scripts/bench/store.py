@@ -4,8 +4,21 @@ Usage:
     TIKTOKEN_CACHE_DIR=... .venv/bin/python scripts/bench/store.py [--sizes 1000,10000,100000] [--data DIR]
 
 Payloads are real blocks: the shared agent trajectories, segmented as the capability segments them, cycled
-until the target count. The baseline, measured in the same run on the same bytes, is one plain SQLite
-`INSERT` of the block bytes per transaction (the same commit granularity as one eviction, same pragmas).
+until the target count. Each eviction is one `write_eviction` (one transaction) of one block, in two shapes:
+
+- `core`: the block and its memento (a fifth of the block's text, as the compressor's default ratio makes it);
+- `full`: what the compactor writes: also the block's and the memento's entity mentions (the real extractor,
+  `mentions_for`, ~110 per eviction), the session's open page (closed with a summary every 8 blocks) and the
+  compaction event.
+
+The baseline, measured in the same process on the same bytes, is one plain SQLite `INSERT` per transaction of
+the block bytes and the memento text into a table keyed by block id, on a connection with the store's own
+pragmas. Store and baseline alternate in chunks of 100 evictions (each going first in every other chunk), so
+load from other jobs on the machine falls on both alike. The store defers its full-text and entity indexes to
+the first read that needs them; `index s` is that first read (a search and an entity lookup) after all the
+writes, and `ratio incl. index` charges it to the writes. Memory, file size and recover latency come from a
+separate process per store and size that writes the `full` shape with no baseline beside it, so RSS growth is
+the store's alone.
 Writes a table to stdout and JSON to bench-results/store.json.
 """
 
@@ -14,21 +27,39 @@ from __future__ import annotations
 import argparse
 import json
 import os
+import pickle
 import sqlite3
 import statistics
 import subprocess
 import sys
 import tempfile
 import time
+from collections import Counter
+from collections.abc import Iterator
 from pathlib import Path
+from typing import Any
 
 from mementograph._tokens import TokenCounter
 from mementograph._transcripts import load_transcript
-from mementograph.knowledge_graph import BlockRecord, Eviction, MementoRecord, memento_id_for
+from mementograph.knowledge_graph import (
+    BlockRecord,
+    Eviction,
+    MementoRecord,
+    Mention,
+    PageRecord,
+    SessionEvent,
+    memento_id_for,
+    page_id_for,
+)
+from mementograph.knowledge_graph.entities import mentions_for
 from mementograph.knowledge_graph.memory import render_block, segment_blocks
-from mementograph.knowledge_graph.store import open_store
+from mementograph.knowledge_graph.store import SqliteStore, open_store
 
 REPO = Path(__file__).resolve().parents[2]
+CHUNK = 100
+SESSION_BLOCKS = 1000
+PAGE_BLOCKS = 8
+SHAPES = ('core', 'full')
 
 
 def rss_mb() -> float:
@@ -38,44 +69,112 @@ def rss_mb() -> float:
     return 0.0
 
 
-def real_blocks(data: Path, counter: TokenCounter) -> list[tuple[list[object], str, int]]:
-    blocks = []
+Source = tuple[list[Any], str, int, tuple[Mention, ...], tuple[Mention, ...]]
+"""messages, rendered text, tokens, the text's mentions, the memento text's mentions (source ids to replace)."""
+
+
+def real_blocks(data: Path) -> list[Source]:
+    counter = TokenCounter()
+    out: list[Source] = []
     for path in sorted((data / 'agent_trajectories').glob('*.traj.json')):
         messages = load_transcript(path)
         for segment in segment_blocks(messages, counter, min_tokens=200, max_tokens=2000):
             chunk = messages[segment.start : segment.end]
-            blocks.append((chunk, render_block(chunk), segment.tokens))
-    return blocks
-
-
-def evictions(blocks: list[tuple[list[object], str, int]], count: int, session_of: int = 1000) -> list[Eviction]:
-    out = []
-    for i in range(count):
-        messages, text, tokens = blocks[i % len(blocks)]
-        session = f's{i // session_of}'
-        block = BlockRecord.from_messages(messages, session_id=session, seq=i, tokens=tokens, text=text)  # type: ignore[arg-type]
-        memento = MementoRecord(
-            id=memento_id_for('default', session, [block.id]), session_id=session, namespace='default',
-            text=text[:400], tokens=tokens // 6, summarizes=(block.id,), score=9.0, verified=True,
-            compressor='extractive',
-        )  # fmt: skip
-        out.append(Eviction(session_id=session, blocks=(block,), mementos=(memento,)))
+            text = render_block(chunk)
+            out.append((chunk, text, segment.tokens, mentions_for('', text), mentions_for('', memento_text(text))))
     return out
 
 
-def baseline_write(path: Path, payloads: list[tuple[str, bytes]]) -> float:
-    conn = sqlite3.connect(path, isolation_level=None)
-    conn.execute('PRAGMA journal_mode = WAL')
-    conn.execute('PRAGMA synchronous = NORMAL')
-    conn.execute('CREATE TABLE blocks (id TEXT PRIMARY KEY, data BLOB)')
-    started = time.perf_counter()
-    for block_id, data in payloads:
-        conn.execute('BEGIN IMMEDIATE')
-        conn.execute('INSERT INTO blocks VALUES (?, ?)', (block_id, data))
-        conn.execute('COMMIT')
-    elapsed = time.perf_counter() - started
-    conn.close()
-    return elapsed
+def memento_text(text: str) -> str:
+    return text[: len(text) // 5]
+
+
+def evictions(sources: list[Source], count: int, shape: str) -> Iterator[Eviction]:
+    """The benchmark's evictions, one block each, generated as they are written (100k never sit in memory)."""
+    page: list[tuple[BlockRecord, MementoRecord, tuple[Mention, ...]]] = []
+    for i in range(count):
+        messages, text, tokens, block_mentions, memento_mentions = sources[i % len(sources)]
+        session = f's{i // SESSION_BLOCKS}'
+        block = BlockRecord.from_messages(messages, session_id=session, seq=i, tokens=tokens, text=text)
+        memento = MementoRecord(
+            id=memento_id_for('default', session, [block.id]), session_id=session, namespace='default',
+            text=memento_text(text), tokens=tokens // 5, summarizes=(block.id,), score=9.0, verified=True,
+            iterations=1, compressor='extractive',
+        )  # fmt: skip
+        if shape == 'core':
+            yield Eviction(session_id=session, blocks=(block,), mementos=(memento,))
+            continue
+        mentions = tuple(Mention(block.id, m.entity, m.count) for m in block_mentions) + tuple(
+            Mention(memento.id, m.entity, m.count) for m in memento_mentions
+        )
+        if i % SESSION_BLOCKS == 0:
+            page = []
+        page.append((block, memento, mentions))
+        event = SessionEvent(
+            session_id=session, namespace='default', kind='auto', sha256='', block_ids=(block.id,),
+            payload=json.dumps({
+                'trigger': 'auto', 'tokens_before': 40_000, 'tokens_after': 40_000 - tokens, 'micro_part_ids': [],
+                'block_ids': [block.id], 'memento_ids': [memento.id], 'merged_memento_ids': [], 'verified': 1,
+            }).encode(),
+        )  # fmt: skip
+        yield Eviction(
+            session_id=session,
+            blocks=(block,),
+            mementos=(memento,),
+            mentions=mentions,
+            pages=(page_record(session, i % SESSION_BLOCKS // PAGE_BLOCKS + 1, page),),
+            events=(event,),
+        )
+        if len(page) == PAGE_BLOCKS:
+            page = []
+
+
+def page_record(
+    session: str, number: int, members: list[tuple[BlockRecord, MementoRecord, tuple[Mention, ...]]]
+) -> PageRecord:
+    """The session's open page as `pages_for_eviction` writes it: summary and topics once it holds 8 blocks."""
+    closed = len(members) == PAGE_BLOCKS
+    counts: Counter[str] = Counter()
+    for _, _, mentions in members:
+        for mention in mentions:
+            counts[mention.entity.name] += mention.count
+    return PageRecord(
+        id=page_id_for('default', session, number), session_id=session, namespace='default', number=number,
+        first_turn=members[0][0].first_message, last_turn=members[-1][0].last_message,
+        summary=' | '.join(m.text.split('\n', 1)[0] for _, m, _ in members)[:200] if closed else '',
+        topics=tuple(name for name, _ in counts.most_common(6)) if closed else (),
+        block_ids=tuple(b.id for b, _, _ in members),
+    )  # fmt: skip
+
+
+def store_pragmas(store: object) -> list[str]:
+    """The pragmas of a file store's connection, so the baseline runs with exactly the same settings (for
+    `memory://`, which has no file, those a fresh file store gets)."""
+    names = ('page_size', 'journal_mode', 'synchronous', 'cache_size', 'wal_autocheckpoint', 'secure_delete')
+    with tempfile.TemporaryDirectory() as tmp:
+        probe = store if isinstance(store, SqliteStore) and store.path else SqliteStore(Path(tmp) / 'probe.db')
+        values = {name: probe._conn.execute(f'PRAGMA {name}').fetchone()[0] for name in names}  # the bench peeks
+        if probe is not store:
+            probe.close()
+    return [f'PRAGMA {name} = {values[name]}' for name in names]
+
+
+class Baseline:
+    """Plain SQLite: one `INSERT` of the block bytes and the memento text per transaction."""
+
+    def __init__(self, path: Path, pragmas: list[str]) -> None:
+        self.conn = sqlite3.connect(path, isolation_level=None)
+        for pragma in pragmas:
+            self.conn.execute(pragma)
+        self.conn.execute('CREATE TABLE blocks (id TEXT PRIMARY KEY, data BLOB NOT NULL, memento TEXT NOT NULL)')
+
+    def write(self, eviction: Eviction) -> None:
+        self.conn.execute('BEGIN IMMEDIATE')
+        self.conn.execute(
+            'INSERT INTO blocks VALUES (?, ?, ?)',
+            (eviction.blocks[0].id, eviction.blocks[0].messages_json, eviction.mementos[0].text),
+        )
+        self.conn.execute('COMMIT')
 
 
 def percentile(values: list[float], q: float) -> float:
@@ -83,83 +182,133 @@ def percentile(values: list[float], q: float) -> float:
     return ordered[min(len(ordered) - 1, int(q * len(ordered)))]
 
 
+def throughput(sources: list[Source], size: int, scheme: str, shape: str) -> dict[str, object]:
+    with tempfile.TemporaryDirectory() as tmp:
+        store = open_store('memory://' if scheme == 'memory' else f'sqlite://{Path(tmp) / "store.db"}')
+        pragmas = store_pragmas(store)
+        baseline = Baseline(Path(tmp) / 'baseline.db', pragmas)
+        store_s = base_s = 0.0
+        payload = 0
+        batch = evictions(sources, size, shape)
+        for n in range(0, size, CHUNK):
+            chunk = [next(batch) for _ in range(min(CHUNK, size - n))]
+            payload += sum(len(e.blocks[0].messages_json) + len(e.mementos[0].text.encode()) for e in chunk)
+            for turn in (0, 1) if n // CHUNK % 2 == 0 else (1, 0):
+                started = time.perf_counter()
+                for eviction in chunk:
+                    (baseline.write if turn == 0 else store.write_eviction)(eviction)
+                elapsed = time.perf_counter() - started
+                if turn == 0:
+                    base_s += elapsed
+                else:
+                    store_s += elapsed
+        baseline.conn.close()
+        started = time.perf_counter()
+        store.search_text('error traceback test')  # builds the full-text index
+        store.entities_of(chunk[-1].blocks[0].id)  # builds the entity index
+        index_s = time.perf_counter() - started
+        store.close()
+    return {
+        'blocks': size,
+        'store': scheme,
+        'shape': shape,
+        'payload_mb': round(payload / 1e6, 1),
+        'write_blocks_per_s': round(size / store_s),
+        'baseline_blocks_per_s': round(size / base_s),
+        'ratio_vs_baseline': round(base_s / store_s, 2),
+        'index_s': round(index_s, 2),
+        'ratio_incl_index': round(base_s / (store_s + index_s), 2),
+        'pragmas': pragmas,
+    }
+
+
+def footprint(sources: list[Source], size: int, scheme: str, recovers: int) -> dict[str, object]:
+    with tempfile.TemporaryDirectory() as tmp:
+        rss_before = rss_mb()
+        store = open_store('memory://' if scheme == 'memory' else f'sqlite://{Path(tmp) / "store.db"}')
+        ids = []
+        for eviction in evictions(sources, size, 'full'):
+            store.write_eviction(eviction)
+            ids.append(eviction.blocks[0].id)
+        rss_after = rss_mb()
+        file_mb = sum(f.stat().st_size for f in Path(tmp).glob('store.db*')) / 1e6
+        latencies = []
+        for i in range(min(recovers, size * 3)):
+            block_id = ids[(i * 7919) % size]
+            started = time.perf_counter()
+            store.recover_block(block_id)
+            latencies.append((time.perf_counter() - started) * 1000)
+        store.close()
+    return {
+        'blocks': size,
+        'store': scheme,
+        'recover_p50_ms': round(statistics.median(latencies), 3),
+        'recover_p95_ms': round(percentile(latencies, 0.95), 3),
+        'rss_growth_mb': round(rss_after - rss_before, 1),
+        'file_mb': round(file_mb, 1),
+    }
+
+
 def main() -> None:
-    parser = argparse.ArgumentParser(description=__doc__)
+    parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     parser.add_argument('--sizes', default='1000,10000,100000')
+    parser.add_argument('--shapes', default=','.join(SHAPES))
+    parser.add_argument('--stores', default='memory,sqlite')
     parser.add_argument('--data', default=os.environ.get('MEMENTOGRAPH_DATA_DIR', str(REPO.parent / 'shared' / 'data')))
     parser.add_argument('--recovers', type=int, default=2000)
-    parser.add_argument('--store', choices=('memory', 'sqlite'), help='only this store (one child process)')
+    parser.add_argument('--child', help=argparse.SUPPRESS)  # "throughput:SCHEME:SHAPE:SIZE" or "footprint:SCHEME:SIZE"
+    parser.add_argument('--sources', help=argparse.SUPPRESS)
     args = parser.parse_args()
-    if args.store is None:
-        # each store and size in its own process, so one's memory never hides another's
-        rows = []
-        for size in args.sizes.split(','):
-            for store in ('memory', 'sqlite'):
-                child = [sys.executable, __file__, '--sizes', size, '--store', store, '--data', args.data]
-                done = subprocess.run(child, capture_output=True, text=True, check=True)
-                rows.extend(json.loads(line) for line in done.stdout.splitlines() if line.startswith('{'))
-                print(json.dumps(rows[-1]), flush=True)
-        report(rows)
+    if args.child:
+        sources = pickle.loads(Path(args.sources).read_bytes())
+        kind, scheme, *rest = args.child.split(':')
+        if kind == 'throughput':
+            row = throughput(sources, int(rest[1]), scheme, rest[0])
+        else:
+            row = footprint(sources, int(rest[0]), scheme, args.recovers)
+        print(json.dumps(row), flush=True)
         return
-    counter = TokenCounter()
-    blocks = real_blocks(Path(args.data), counter)
-    rows = []
-    for size in (int(s) for s in args.sizes.split(',')):
-        batch = evictions(blocks, size)
-        payloads = [(e.blocks[0].id, e.blocks[0].messages_json) for e in batch]
-        total_mb = sum(len(p[1]) for p in payloads) / 1e6
-        with tempfile.TemporaryDirectory() as tmp:
-            base_s = baseline_write(Path(tmp) / 'baseline.db', payloads)
-            uris = ('memory://',) if args.store == 'memory' else (f'sqlite://{Path(tmp) / "store.db"}',)
-            for uri in uris:
-                rss_before = rss_mb()
-                store = open_store(uri)
-                started = time.perf_counter()
-                for eviction in batch:
-                    store.write_eviction(eviction)
-                write_s = time.perf_counter() - started
-                rss_after = rss_mb()
-                file_mb = sum(f.stat().st_size for f in Path(tmp).glob('store.db*')) / 1e6
-                ids = [payloads[(i * 7919) % size][0] for i in range(min(args.recovers, size * 3))]
-                latencies = []
-                for block_id in ids:
-                    t0 = time.perf_counter()
-                    store.recover_block(block_id)
-                    latencies.append((time.perf_counter() - t0) * 1000)
-                store.close()
-                rows.append(
-                    {
-                        'blocks': size,
-                        'store': uri.split('://')[0],
-                        'payload_mb': round(total_mb, 1),
-                        'write_blocks_per_s': round(size / write_s),
-                        'baseline_blocks_per_s': round(size / base_s),
-                        'ratio_vs_baseline': round(base_s / write_s, 2),
-                        'recover_p50_ms': round(statistics.median(latencies), 3),
-                        'recover_p95_ms': round(percentile(latencies, 0.95), 3),
-                        'rss_growth_mb': round(rss_after - rss_before, 1),
-                        'file_mb': round(file_mb, 1),
-                    }
-                )
-                print(json.dumps(rows[-1]), flush=True)
+    # each measurement in its own process, so one's memory never hides another's
+    throughputs: list[dict[str, Any]] = []
+    footprints: list[dict[str, Any]] = []
+    with tempfile.TemporaryDirectory() as tmp:
+        cache = Path(tmp) / 'sources.pickle'
+        cache.write_bytes(pickle.dumps(real_blocks(Path(args.data))))
+        for size in args.sizes.split(','):
+            for scheme in args.stores.split(','):
+                jobs = [f'throughput:{scheme}:{shape}:{size}' for shape in args.shapes.split(',')]
+                for job in [*jobs, f'footprint:{scheme}:{size}']:
+                    child = [sys.executable, __file__, '--child', job, '--sources', str(cache)]
+                    child += ['--recovers', str(args.recovers)]
+                    done = subprocess.run(child, capture_output=True, text=True, check=True)
+                    row = json.loads(done.stdout.strip().splitlines()[-1])
+                    (throughputs if job.startswith('throughput') else footprints).append(row)
+                    print(json.dumps(row), flush=True)
+    report(throughputs, footprints)
 
 
-def report(rows: list[dict[str, object]]) -> None:
-    header = (
-        '| blocks | store | payload MB | writes/s | raw inserts/s | ratio | recover p50 ms | recover p95 ms '
-        '| RSS growth MB | file MB |'
+def report(throughputs: list[dict[str, Any]], footprints: list[dict[str, Any]]) -> None:
+    print(
+        '\n| blocks | store | shape | payload MB | evictions/s | raw inserts/s | ratio | index s | ratio incl. index |'
     )
-    print('\n' + header)
-    print('|' + '---|' * 10)
-    for r in rows:
+    print('|' + '---|' * 9)
+    for r in throughputs:
         print(
-            f'| {r["blocks"]} | {r["store"]} | {r["payload_mb"]} | {r["write_blocks_per_s"]} | '
-            f'{r["baseline_blocks_per_s"]} | {r["ratio_vs_baseline"]} | {r["recover_p50_ms"]} | '
-            f'{r["recover_p95_ms"]} | {r["rss_growth_mb"]} | {r["file_mb"]} |'
+            f'| {r["blocks"]} | {r["store"]} | {r["shape"]} | {r["payload_mb"]} | {r["write_blocks_per_s"]} | '
+            f'{r["baseline_blocks_per_s"]} | {r["ratio_vs_baseline"]} | {r["index_s"]} | {r["ratio_incl_index"]} |'
         )
+    print('\n| blocks | store | recover p50 ms | recover p95 ms | RSS growth MB | file MB |')
+    print('|' + '---|' * 6)
+    for r in footprints:
+        print(
+            f'| {r["blocks"]} | {r["store"]} | {r["recover_p50_ms"]} | {r["recover_p95_ms"]} | '
+            f'{r["rss_growth_mb"]} | {r["file_mb"]} |'
+        )
+    if throughputs:
+        print(f'\npragmas (store and baseline): {"; ".join(throughputs[0]["pragmas"])}')
     out = REPO / 'bench-results'
     out.mkdir(exist_ok=True)
-    (out / 'store.json').write_text(json.dumps(rows, indent=2))
+    (out / 'store.json').write_text(json.dumps({'throughput': throughputs, 'footprint': footprints}, indent=2))
 
 
 if __name__ == '__main__':

@@ -19,6 +19,7 @@ _EXPORTS: dict[str, str] = {
     'MementoRecoveredEvent': '.capabilities',
     'MementoSkippedEvent': '.capabilities',
     'MementoWarning': '.capabilities',
+    'redact_secrets': '._redact',
     'DEFAULT_ENCODING': '._tokens',
     'TokenCounter': '._tokens',
     'TokenizerUnavailableError': '._tokens',
@@ -35,9 +36,12 @@ _EXPORTS: dict[str, str] = {
     'StoreUnavailableError': '.knowledge_graph.store',
     'UnknownStoreSchemeError': '.knowledge_graph.store',
     'open_store': '.knowledge_graph.store',
+    'VerifyReport': '.knowledge_graph.store',
+    'verify_store': '.knowledge_graph.store',
 }
 
 if TYPE_CHECKING:
+    from ._redact import redact_secrets
     from ._tokens import DEFAULT_ENCODING, TokenCounter, TokenizerUnavailableError
     from .agent import create_agent
     from .capabilities import (
@@ -56,7 +60,9 @@ if TYPE_CHECKING:
         StoreError,
         StoreUnavailableError,
         UnknownStoreSchemeError,
+        VerifyReport,
         open_store,
+        verify_store,
     )
 
 __all__ = (
@@ -80,9 +86,12 @@ __all__ = (
     'TokenCounter',
     'TokenizerUnavailableError',
     'UnknownStoreSchemeError',
+    'VerifyReport',
     '__version__',
     'create_agent',
     'open_store',
+    'redact_secrets',
+    'verify_store',
 )
 
 

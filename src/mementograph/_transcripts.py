@@ -211,6 +211,8 @@ def parse_transcript(data: str | bytes, *, source: str = '<transcript>', bash_to
         raise TranscriptError(f'{source}: invalid JSON at line {exc.lineno}, column {exc.colno}: {exc.msg}') from exc
     except UnicodeDecodeError as exc:
         raise TranscriptError(f'{source}: not UTF-8 text (byte {exc.start})') from exc
+    except RecursionError as exc:  # json gives no position for this one
+        raise TranscriptError(f'{source}: invalid JSON: lists or objects nested too deeply to read') from exc
     if isinstance(doc, Mapping):
         mapping = cast(Mapping[str, object], doc)
         inner = mapping.get('messages')

@@ -107,6 +107,13 @@ def test_time_range_filters(store: GraphStore, ingested: IngestedDialogue) -> No
     assert all(turns_of(ingested, b.block_id)[0].startswith('S1') for b in earlier)
 
 
+def test_an_unreadable_time_filter_is_an_error_not_a_dropped_filter(store: GraphStore) -> None:
+    with pytest.raises(ValueError, match="since: cannot read 'last tuesday'"):
+        rank_blocks(store, 'Caroline', session_id='conv-1', since='last tuesday')
+    with pytest.raises(ValueError, match='until: cannot read'):
+        recall(store, 'Caroline', session_id='conv-1', until='soon')
+
+
 def test_time_ranges_named_in_a_query() -> None:
     now = datetime(2023, 5, 20, 12, 0, tzinfo=UTC)
     march = time_range_in('How many doctor appointments did I go to in March?', now)

@@ -230,6 +230,23 @@ def test_pages_and_mentions_round_trip(backend: Backend) -> None:
     assert store.stats(namespace=ns).pages == 1
 
 
+def test_entities_never_shared_across_namespaces_whose_ids_would_collide(backend: Backend) -> None:
+    """Namespace `ns` with key `file:error:K` and namespace `ns:file` with key `error:K` are different entities."""
+    store, ns = backend.store, backend.namespace
+    written = {}
+    for namespace, key in ((ns, 'file:error:K'), (f'{ns}:file', 'error:K')):
+        eviction, block, _ = make_eviction(session_history(1), session_id='s', namespace=namespace)
+        entity = EntityRecord(key=key, name=key, kind='error')
+        store.write_eviction(
+            Eviction(session_id='s', namespace=namespace, blocks=eviction.blocks, mementos=eviction.mementos,
+                     mentions=(Mention(block.id, entity, 1),))
+        )  # fmt: skip
+        written[namespace] = (block.id, key)
+    for namespace, (block_id, key) in written.items():
+        assert [(entity.key, count) for entity, count in store.entities_of(block_id, namespace=namespace)] == [(key, 1)]
+        assert store.stats(namespace=namespace).entities == 1
+
+
 def test_full_text_finds_blocks_and_mementos(backend: Backend) -> None:
     store, ns = backend.store, backend.namespace
     ev1, block1, _ = make_eviction(session_history(1, prefix='alpha'), session_id='s', namespace=ns, seq=0)

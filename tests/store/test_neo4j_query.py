@@ -104,7 +104,12 @@ def test_scope_parameters_are_always_there(store: Neo4jStore) -> None:
 def test_parameter_values_are_not_syntax(store: Neo4jStore, known: Known, unique_namespace: str) -> None:
     hostile = "x'}) DETACH DELETE b //"
     assert (
-        store.query('MATCH (b:EvictedBlock {id: $id}) RETURN b.id', {'id': hostile}, namespace=unique_namespace) == []
+        store.query(
+            'MATCH (b:EvictedBlock {namespace: $namespace, id: $id}) RETURN b.id',
+            {'id': hostile},
+            namespace=unique_namespace,
+        )
+        == []
     )
     assert len(store.list_blocks(namespace=unique_namespace, kind=None)) == 5
 
@@ -112,10 +117,11 @@ def test_parameter_values_are_not_syntax(store: Neo4jStore, known: Known, unique
 def test_values_come_back_as_plain_python(store: Neo4jStore, known: Known, unique_namespace: str) -> None:
     top = known.mementos['top']
     rows = store.query(
-        'MATCH p = (m:Memento {id: $id})-[r:SUMMARIZES]->(t:Memento) '
+        'MATCH p = (m:Memento {namespace: $namespace, id: $id})-[r:SUMMARIZES]->(t:Memento) '
         "RETURN m, r, p, datetime('2026-01-02T03:04:05Z') AS at, date('2026-01-02') AS day, duration('P1D') AS span, "
         'point({x: 1, y: 2}) AS here ORDER BY r.position LIMIT 1',
         {'id': top.id},
+        namespace=unique_namespace,
     )
     row = rows[0]
     assert row['m']['id'] == top.id and row['m']['summarizes'] == list(top.summarizes) and row['m']['level'] == 2
@@ -124,7 +130,11 @@ def test_values_come_back_as_plain_python(store: Neo4jStore, known: Known, uniqu
     assert (row['at'], row['day'], row['span']) == ('2026-01-02T03:04:05+00:00', '2026-01-02', 'P1D')
     assert row['here'] == {'srid': 7203, 'coordinates': [1.0, 2.0]}
     block = known.blocks['b0']
-    raw = store.query('MATCH (b:EvictedBlock {id: $id}) RETURN b.messages_json AS data', {'id': block.id})
+    raw = store.query(
+        'MATCH (b:EvictedBlock {namespace: $namespace, id: $id}) RETURN b.messages_json AS data',
+        {'id': block.id},
+        namespace=unique_namespace,
+    )
     assert raw == [{'data': block.messages_json}]
 
 

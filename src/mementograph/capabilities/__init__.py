@@ -2,7 +2,7 @@
 
 from ._compactor import CompactionPolicy, CompactionReport, SessionCompactor
 from ._events import MementoEvent, MementoEvictedEvent, MementoRecoveredEvent, MementoSkippedEvent
-from .memento import MementoCompaction, MementoWarning
+from .memento import MementoCompaction, MementoWarning, Retention
 
 __all__ = (
     'CompactionPolicy',
@@ -13,5 +13,6 @@ __all__ = (
     'MementoRecoveredEvent',
     'MementoSkippedEvent',
     'MementoWarning',
+    'Retention',
     'SessionCompactor',
 )

@@ -3,6 +3,10 @@
 Data flows one way: live messages -> the session log (every message as it arrives) -> micro-compaction of old,
 large tool results and binary parts -> segmentation -> mementos (compressor + judge) -> one store transaction ->
 only then the live history is rewritten. Any failure before the commit leaves the history exactly as it was.
+
+With a `redact` hook, every message is redacted on its way into the store (the log and each archived block), and
+mementos, entities and pages are made from the redacted blocks, so nothing the hook removes reaches the store or
+the compressor; a failing hook fails the write (nothing is archived unredacted).
 """
 
 from __future__ import annotations
@@ -26,6 +30,7 @@ from pydantic_ai.messages import (
 )
 
 from .._messages import deserialize_messages, message_text, part_text
+from .._redact import Redactor, redact_messages
 from .._tokens import MESSAGE_OVERHEAD_TOKENS, TokenCounter
 from ..knowledge_graph import (
     BlockRecord,
@@ -37,7 +42,7 @@ from ..knowledge_graph import (
 )
 from ..knowledge_graph.memory import BlockInput, MementoEngine, MementoResult, Segment, render_block, segment_blocks
 from ..knowledge_graph.recall import pages_for_eviction
-from ..knowledge_graph.store import GraphStore
+from ..knowledge_graph.store import GraphStore, NotFoundError
 from ._layout import MICRO_METADATA, Slot, StubInfo, layout, make_stub, micro_part_id, stub_info, stub_shape
 from ._logwriter import SessionLogWriter
 
@@ -154,6 +159,8 @@ class SessionCompactor:
     engine: MementoEngine
     policy: CompactionPolicy
     mentions: MentionExtractor | None = None
+    redact: Redactor | None = None
+    """Applied to every text before it is archived (see `mementograph.redact_secrets`)."""
     _logged_through: int | None = field(default=None, init=False, repr=False)
     _seen: list[ModelMessage] = field(default_factory=list[ModelMessage], init=False, repr=False)
     _seen_slots: list[Slot] = field(default_factory=list[Slot], init=False, repr=False)
@@ -218,7 +225,7 @@ class SessionCompactor:
                 pending.append(slot)
         if pending:
             if self._writer is None:
-                self._writer = SessionLogWriter(self.store, self.session_id, self.namespace)
+                self._writer = SessionLogWriter(self.store, self.session_id, self.namespace, redact=self.redact)
             self._writer.submit([(slot.log_index, messages[slot.index]) for slot in reversed(pending)])
             self._logged_through = pending[0].log_index
         return len(pending)
@@ -237,6 +244,10 @@ class SessionCompactor:
         if self._writer is not None:
             writer, self._writer = self._writer, None
             writer.close()
+
+    def archived(self, messages: Sequence[ModelMessage]) -> list[ModelMessage]:
+        """`messages` as the store gets them: redacted when there is a `redact` hook (raises `RedactionError`)."""
+        return list(messages) if self.redact is None else redact_messages(messages, self.redact)
 
     # -- compaction -----------------------------------------------------------------------------------------------
 
@@ -310,14 +321,15 @@ class SessionCompactor:
 
     def _stub_parts(self, message: ModelRequest, slot: Slot) -> tuple[BlockRecord, ModelRequest] | None:
         """Archive a request holding large tool results or binary content, and stub those parts."""
+        archived = self.archived([message])[0]
         record = BlockRecord.from_messages(
-            [message],
+            [archived],
             session_id=self.session_id,
             namespace=self.namespace,
             seq=slot.log_index,
-            tokens=self.counter.count_message(message),
+            tokens=self.counter.count_message(archived),
             kind='part',
-            text=message_text(message),
+            text=message_text(archived),
         )
         pointer = f'recover_block("{record.id}")'
         parts: list[ModelRequestPart] = []
@@ -350,7 +362,8 @@ class SessionCompactor:
         return record, replace(message, parts=parts)
 
     def _originals(self, messages: Sequence[ModelMessage]) -> list[ModelMessage]:
-        """Messages as they were logged: micro-compacted ones are read back from their archived parts."""
+        """Messages as they were logged (redacted, with a hook): micro-compacted ones are read back from their
+        archived parts (redacted already), the others are redacted now."""
         originals: list[ModelMessage] = []
         for message in messages:
             part_id = next(
@@ -358,7 +371,7 @@ class SessionCompactor:
                 None,
             )
             if part_id is None:
-                originals.append(message)
+                originals.extend(self.archived([message]))
             else:
                 recovered = self.store.recover_block(part_id, namespace=self.namespace, session_id=self.session_id)
                 originals.extend(recovered.messages)
@@ -478,6 +491,8 @@ class SessionCompactor:
             tokens_after=tokens - saving,
             block_ids=tuple(b.id for b in blocks),
             memento_ids=tuple(m.id for m in mementos),
+            verified=sum(r.verified for r in results),
+            unverified=sum(not r.verified for r in results),
         )
         event = SessionEvent(
             session_id=self.session_id,
@@ -544,10 +559,14 @@ class SessionCompactor:
             run_groups = run_groups[: len(run_groups) // 2 + 1]
         run = [slot for group in run_groups for slot in group]
         infos = [group[0].stub for group in run_groups if group[0].stub is not None]
-        children = [
-            self.store.get_memento(info.memento_id, namespace=self.namespace, session_id=self.session_id)
-            for info in infos
-        ]
+        try:
+            children = [
+                self.store.get_memento(info.memento_id, namespace=self.namespace, session_id=self.session_id)
+                for info in infos
+            ]
+        except NotFoundError:
+            # stubs carried over from a run whose archive is gone (retention 'run' or 'none'): nothing to merge
+            return messages, replace(report, skipped=(report.skipped or 'mementos over their share, archive gone'))
         text = '\n\n'.join(child.text for child in children)
         merged_input = BlockInput(
             messages=tuple(messages[slot.index] for slot in run), text=text, tokens=self.counter.count_text(text)

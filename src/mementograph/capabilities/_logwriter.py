@@ -1,7 +1,7 @@
 """`SessionLogWriter` -- appends arriving messages to the session log on one background thread, in order.
 
 Serializing a message exactly and committing it costs a few hundred microseconds on SQLite and milliseconds over
-bolt; none of it has to delay the model request. One worker thread keeps the log in arrival order, a failed
+bolt (plus redaction, with a hook); none of it has to delay the model request. One worker thread keeps the log in arrival order, a failed
 append stays pending and is retried with the next one (appends are idempotent by message index), and `flush()`
 makes everything submitted durable before a compaction is written or the run ends.
 """
@@ -15,6 +15,7 @@ from concurrent.futures import Future, ThreadPoolExecutor
 
 from pydantic_ai.messages import ModelMessage
 
+from .._redact import Redactor, redact_messages
 from ..knowledge_graph import SessionEvent
 from ..knowledge_graph.store import GraphStore
 
@@ -24,8 +25,9 @@ __all__ = ('SessionLogWriter',)
 class SessionLogWriter:
     """Background, ordered, retrying appends of one session's messages."""
 
-    def __init__(self, store: GraphStore, session_id: str, namespace: str) -> None:
+    def __init__(self, store: GraphStore, session_id: str, namespace: str, *, redact: Redactor | None = None) -> None:
         self._store = store
+        self._redact = redact
         self._session_id = session_id
         self._namespace = namespace
         self._pending: deque[tuple[int, ModelMessage]] = deque()
@@ -49,9 +51,12 @@ class SessionLogWriter:
             batch = list(self._pending)
         if not batch:
             return
+        messages = [message for _, message in batch]
+        if self._redact is not None:  # a failing hook fails the append: the batch stays queued, nothing is written
+            messages = redact_messages(messages, self._redact)
         events = [
             SessionEvent.for_message(message, session_id=self._session_id, namespace=self._namespace, index=index)
-            for index, message in batch
+            for (index, _), message in zip(batch, messages, strict=True)
         ]
         self._store.append_events(events)
         with self._lock:

@@ -58,7 +58,7 @@ class MementoToolset(FunctionToolset[AgentDepsT]):
         return found[-1] if found else self._capability
 
     async def recover_block(self, ctx: RunContext[AgentDepsT], block_id: str, page: int = 1) -> str:
-        """Recover an archived block (or everything under a memento) exactly as it was, from the memory store.
+        """Recover an archived block (or everything under a memento) byte for byte as archived, from the memory store.
 
         Args:
             block_id: The id a memento names, e.g. `blk_...`, `prt_...` or `mem_...`.

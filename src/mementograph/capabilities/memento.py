@@ -7,6 +7,16 @@ Example:
 
     agent = Agent('openai:gpt-5', capabilities=[MementoCompaction(store='sqlite:///tmp/memory.db', max_tokens=60_000)])
     ```
+
+Privacy: `namespace` and the session scope every read and write, `retention` decides how long the archive lives
+(`'permanent'`, `'run'`, `'none'`), and `redact` (e.g. `redact_secrets`) is applied to every text before it is
+archived:
+
+    ```python
+    from mementograph import MementoCompaction, redact_secrets
+
+    MementoCompaction('sqlite:///tmp/memory.db', namespace='team-a', retention='run', redact=redact_secrets)
+    ```
 """
 
 from __future__ import annotations
@@ -24,6 +34,7 @@ from pydantic_ai.messages import ModelMessage, ModelRequest, SystemPromptPart
 from pydantic_ai.tools import AgentDepsT
 from pydantic_ai.toolsets import AbstractToolset
 
+from .._redact import Redactor, redact_secrets
 from .._tokens import TokenCounter, encoding_for_model
 from ..knowledge_graph import DEFAULT_NAMESPACE
 from ..knowledge_graph.entities import mentions_for
@@ -37,13 +48,19 @@ if TYPE_CHECKING:
     from pydantic_ai.models import ModelRequestContext
     from pydantic_ai.run import AgentRunResult
 
-__all__ = ('MementoCompaction', 'MementoWarning')
+__all__ = ('MementoCompaction', 'MementoWarning', 'Retention')
 
 logger = logging.getLogger('mementograph')
 
 DEFAULT_MAX_FRACTION = 0.6
 DEFAULT_CONTEXT_WINDOW = 200_000
 _SPAN_NAME = 'memento_compaction'
+_SCRATCH_URI = 'memory://'
+
+Retention = Literal['permanent', 'run', 'none']
+"""How long a session's archive lives: for good, until the end of the run, or not at all (see
+`MementoCompaction.retention`)."""
+_RETENTIONS: tuple[Retention, ...] = ('permanent', 'run', 'none')
 
 
 class MementoWarning(UserWarning):
@@ -74,6 +91,10 @@ class _RunState:
     reports: list[CompactionReport] = field(default_factory=list[CompactionReport])
     recovered: int = 0
     warned_near_limit: bool = False
+    scratch: GraphStore | None = None
+    """With `retention='none'`: the run's private in-memory store, dropped when the run ends."""
+    in_run: bool = False
+    """Inside `wrap_run`, which applies the retention when the run ends."""
 
 
 @dataclass
@@ -120,7 +141,27 @@ class MementoCompaction(AbstractCapability[AgentDepsT]):
     `message_history` continues its session."""
 
     namespace: str = DEFAULT_NAMESPACE
-    """Namespace isolating this agent's sessions from others in the same store."""
+    """Namespace isolating this agent's sessions from others in the same store: the memory tools (`recover_block`,
+    `recall`, `retrieve_page`) read only this namespace and the run's session, so an id from elsewhere is simply
+    not found."""
+
+    retention: Retention = 'permanent'
+    """How long the archive lives. `'permanent'`: in the store for good. `'run'`: everything the session holds
+    (log, blocks, mementos, pages, mentions) is deleted from the store when the run ends -- also when it fails or
+    is cancelled -- so `recover_block` works during the run only, and a session continued in a later run starts
+    from an empty archive each run (the mementos carried over in `message_history` stay in the context, their
+    blocks are gone). The whole session is deleted, so don't share a session between a `'run'` capability and a
+    permanent one. `'none'`: the configured store is never opened or written (a SQLite file is not even created):
+    evictions still need a lossless archive for `recover_block`, so the run uses a private in-process `memory://`
+    store that is dropped when the run ends."""
+
+    redact: Redactor | None = None
+    """Applied to every text before it is archived: the session log, each archived block (user and system prompts,
+    instructions, text, tool call arguments, tool returns, metadata, textual attachments), and, derived from those,
+    mementos, entities and pages. Pass `redact_secrets` for common secrets or your own `str -> str` function (it
+    must be deterministic). The archive holds the redacted version, hashed as such, so `recover_block` returns the
+    redacted text byte for byte; the live context is left as it is. A hook that raises means no eviction and a
+    `MementoWarning`: nothing is archived unredacted."""
 
     compressor: Compressor | None = None
     """Memento compressor; `None` is the extractive one (no LLM). Pass `LLMCompressor(model)` for an LLM."""
@@ -159,6 +200,10 @@ class MementoCompaction(AbstractCapability[AgentDepsT]):
             raise ValueError('max_fraction must be in (0, 1]')
         if not 0 <= self.low_water < 1:
             raise ValueError('low_water must be in [0, 1)')
+        if self.retention not in _RETENTIONS:
+            raise ValueError(f'retention must be one of {", ".join(map(repr, _RETENTIONS))}, not {self.retention!r}')
+        if self.redact is not None and not callable(self.redact):
+            raise ValueError('redact must be a function taking and returning a str')
         self._shared = _SharedStore(self.store)
         self._toolset = MementoToolset(self)
         self._state = _RunState()
@@ -171,7 +216,16 @@ class MementoCompaction(AbstractCapability[AgentDepsT]):
 
     @classmethod
     def from_spec(cls, *args: Any, **kwargs: Any) -> MementoCompaction[Any]:
-        """Build from an agent spec: `{MementoCompaction: {store: 'sqlite:///m.db', max_tokens: 60000}}`."""
+        """Build from an agent spec: `{MementoCompaction: {store: 'sqlite:///m.db', max_tokens: 60000}}`.
+
+        A spec names settings by value: `retention: run`, and `redact: secrets` for `redact_secrets` (a spec
+        cannot hold a function; pass other hooks in code).
+        """
+        redact = kwargs.get('redact')
+        if isinstance(redact, str):
+            if redact != 'secrets':
+                raise ValueError(f"redact in a spec must be 'secrets' (redact_secrets), not {redact!r}")
+            kwargs['redact'] = redact_secrets
         return cls(*args, **kwargs)
 
     async def for_run(self, ctx: RunContext[AgentDepsT]) -> MementoCompaction[AgentDepsT]:
@@ -186,7 +240,13 @@ class MementoCompaction(AbstractCapability[AgentDepsT]):
 
     @property
     def graph_store(self) -> GraphStore:
-        """The store (opened on first use)."""
+        """The store the run archives into (opened on first use): the configured one, or with `retention='none'`
+        the run's private in-memory store."""
+        if self.retention == 'none':
+            state = self._state
+            if state.scratch is None:
+                state.scratch = open_store(_SCRATCH_URI)
+            return state.scratch
         return self._shared.get()
 
     @property
@@ -226,6 +286,7 @@ class MementoCompaction(AbstractCapability[AgentDepsT]):
                 engine=engine,
                 policy=self._policy(high),
                 mentions=self.mentions or mentions_for,
+                redact=self.redact,
             )
         elif state.compactor.policy.high_water_tokens != high:
             state.compactor.policy = self._policy(high)
@@ -293,7 +354,13 @@ class MementoCompaction(AbstractCapability[AgentDepsT]):
     async def compact(self, messages: list[ModelMessage], ctx: RunContext[AgentDepsT]) -> list[ModelMessage]:
         """The `CompactionStrategy` protocol of pydantic-ai-harness: compact unconditionally (a tier of
         `TieredCompaction` / `FallbackCompaction`). Archive first; on any failure the messages come back as they
-        were. Harness-pinned parts are never archived away."""
+        were. Harness-pinned parts are never archived away.
+
+        As a tier, no run end reaches this object: `retention='run'` then refuses to archive (nothing could delete
+        it), and `retention='none'` keeps its in-memory archive for the capability's lifetime."""
+        if self.retention == 'run' and not self._state.in_run:
+            await self._skipped(ctx, "retention='run' needs MementoCompaction among the agent's capabilities")
+            return messages
         try:
             # unconditional: the orchestrator decides when to stop, so evict every completed block it may
             new, report = await self.compactor(ctx).compact(list(messages), trigger='auto', exhaustive=True)
@@ -319,14 +386,37 @@ class MementoCompaction(AbstractCapability[AgentDepsT]):
 
     async def wrap_run(self, ctx: RunContext[AgentDepsT], *, handler: WrapRunHandler) -> AgentRunResult[Any]:
         """Log what arrived after the last model request (the final answer), and make the whole log durable
-        before the run returns -- also when it fails."""
+        before the run returns -- also when it fails. With `retention` `'run'` or `'none'`, drop the run's archive
+        instead."""
+        self._state.in_run = True
         try:
             result = await handler()
         except BaseException:
-            self._close_log(None)
+            self._end_run(None)
             raise
-        self._close_log(result.all_messages(), ctx)
+        self._end_run(result.all_messages(), ctx)
         return result
+
+    def _end_run(self, messages: list[ModelMessage] | None, ctx: RunContext[AgentDepsT] | None = None) -> None:
+        if self.retention == 'permanent':
+            self._close_log(messages, ctx)
+            return
+        self._close_log(None)  # the log goes with the run: only stop its writer, so nothing lands after the delete
+        state = self._state
+        if self.retention == 'run' and state.compactor is not None:
+            compactor = state.compactor
+            try:
+                compactor.store.delete_session(compactor.session_id, namespace=compactor.namespace)
+            except Exception as exc:
+                reason = f'could not delete session {compactor.session_id!r} at the end of the run (retention=run)'
+                logger.warning('mementograph: %s: %s: %s', reason, type(exc).__name__, exc)
+                warnings.warn(f'mementograph: {reason}: {exc}', MementoWarning, stacklevel=3)
+        if state.scratch is not None:
+            scratch, state.scratch = state.scratch, None
+            try:
+                scratch.close()
+            except Exception:  # an in-memory database; nothing to lose
+                logger.debug('mementograph: closing the run store failed', exc_info=True)
 
     def _close_log(self, messages: list[ModelMessage] | None, ctx: RunContext[AgentDepsT] | None = None) -> None:
         compactor = self._state.compactor

@@ -8,7 +8,7 @@ from collections.abc import Sequence
 
 from .._tokens import TokenizerUnavailableError
 from ..knowledge_graph.store import NotFoundError, StoreError
-from . import _eval_cmd, _query, _recall_cmd, _replay_cmd, _store_commands
+from . import _eval_cmd, _mcp_cmd, _plot_cmd, _query, _recall_cmd, _replay_cmd, _store_commands, _verify_cmd
 from ._common import CliError
 
 __all__ = ('build_parser', 'main')
@@ -34,11 +34,18 @@ def build_parser() -> argparse.ArgumentParser:
     _query.register(commands)
     _recall_cmd.register(commands)
     _eval_cmd.register(commands)
+    _mcp_cmd.register(commands)
+    _plot_cmd.register(commands)
+    _verify_cmd.register(commands)
     return parser
 
 
 def main(argv: Sequence[str] | None = None) -> int:
     """Run the command line; user errors print one line and return a non-zero exit code."""
+    import pydantic_ai
+
+    # The first-run banner of pydantic-ai would interleave with our output (replay, demo progress, JSON on stdout).
+    pydantic_ai.BANNER_ENABLED = False
     parser = build_parser()
     args = parser.parse_args(argv)
     try:

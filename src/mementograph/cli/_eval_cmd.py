@@ -18,6 +18,7 @@ from ..eval import (
 )
 from ..knowledge_graph.recall import Method
 from ._common import CliError, emit
+from ._progress import progress_bar, wants_progress
 
 __all__ = ('register',)
 
@@ -57,9 +58,10 @@ def _progress(args: argparse.Namespace, message: str) -> None:
 def _locomo(args: argparse.Namespace) -> int:
     path = _path(args)
     _progress(args, f'ingesting {path.name} through the memento engine ({args.workers} workers), then ranking ...')
-    report = evaluate_locomo(
-        path, ks=args.k, methods=args.methods, store_uri=args.store, limit=args.limit, workers=args.workers
-    )
+    with progress_bar(f'LoCoMo: {path.name}', None, enabled=wants_progress(args.json)):
+        report = evaluate_locomo(
+            path, ks=args.k, methods=args.methods, store_uri=args.store, limit=args.limit, workers=args.workers
+        )
     text = '\n\n'.join(format_table(table) for table in locomo_tables(report))
     text += (
         f'\n\n{report.conversations} conversations, {report.turns} turns, {report.blocks} blocks '
@@ -74,15 +76,16 @@ def _longmemeval(args: argparse.Namespace) -> int:
     path = _path(args)
     scope = 'per question and pooled' if args.pooled else 'per question'
     _progress(args, f'ingesting {path.name} ({args.workers} workers), then ranking {scope} ...')
-    report = evaluate_longmemeval(
-        path,
-        pooled=args.pooled,
-        ks=args.k,
-        methods=args.methods,
-        time_filter=not args.no_time_filter,
-        limit=args.limit,
-        workers=args.workers,
-    )
+    with progress_bar(f'LongMemEval: {path.name}', None, enabled=wants_progress(args.json)):
+        report = evaluate_longmemeval(
+            path,
+            pooled=args.pooled,
+            ks=args.k,
+            methods=args.methods,
+            time_filter=not args.no_time_filter,
+            limit=args.limit,
+            workers=args.workers,
+        )
     text = '\n\n'.join(format_table(table) for table in longmemeval_tables(report))
     text += (
         f'\n\n{report.questions["overall"]} questions ({report.abstention_excluded} abstention questions excluded), '

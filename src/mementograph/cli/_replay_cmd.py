@@ -13,6 +13,7 @@ from .._tokens import TokenCounter
 from .._transcripts import TranscriptError, load_transcript
 from ..knowledge_graph.store import GraphStore, open_store
 from ._common import CliError, emit
+from ._progress import progress_bar, wants_progress
 
 __all__ = ('register',)
 
@@ -93,17 +94,22 @@ async def _replay_all(args: argparse.Namespace, store: GraphStore) -> list[Repla
     counter = TokenCounter()
     reports: list[ReplayReport] = []
     many = len(args.paths) > 1
-    for number, path in enumerate(args.paths, 1):
-        report = await replay_report(path, store=store, budget=args.budget, namespace=args.namespace, counter=counter)
-        reports.append(report)
-        if many or args.verbose:
-            print(
-                f'[{number}/{len(args.paths)}] {path}: peak {report.peak_tokens_baseline} -> {report.peak_tokens} '
-                f'({report.reduction * 100:.0f}% cut), {report.blocks_evicted} blocks evicted, '
-                f'{report.blocks_recovered_exact} exact, {report.seconds:.1f}s',
-                file=sys.stderr,
-                flush=True,
+    with progress_bar('replaying', len(args.paths), enabled=wants_progress(args.json)) as advance:
+        for number, path in enumerate(args.paths, 1):
+            advance(0, f'replaying {Path(path).name}')
+            report = await replay_report(
+                path, store=store, budget=args.budget, namespace=args.namespace, counter=counter
             )
+            reports.append(report)
+            advance()
+            if many or args.verbose:
+                print(
+                    f'[{number}/{len(args.paths)}] {path}: peak {report.peak_tokens_baseline} -> '
+                    f'{report.peak_tokens} ({report.reduction * 100:.0f}% cut), {report.blocks_evicted} blocks '
+                    f'evicted, {report.blocks_recovered_exact} exact, {report.seconds:.1f}s',
+                    file=sys.stderr,
+                    flush=True,
+                )
     return reports
 
 

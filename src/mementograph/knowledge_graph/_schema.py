@@ -65,8 +65,13 @@ def page_id_for(namespace: str, session_id: str, number: int) -> str:
 
 
 def entity_id_for(namespace: str, key: str) -> str:
-    """Entities are shared across the sessions of a namespace, never across namespaces."""
-    return f'{namespace}:{key}'
+    """Entities are shared across the sessions of a namespace, never across namespaces.
+
+    The namespace is percent-encoded so the first `:` always ends it: namespace `a:b` with key `k` and namespace
+    `a` with key `b:k` must not share an entity (nor a prefix range of ids). Namespaces without `:` or `%` keep
+    their ids unchanged.
+    """
+    return f'{namespace.replace("%", "%25").replace(":", "%3A")}:{key}'
 
 
 @dataclass(frozen=True)

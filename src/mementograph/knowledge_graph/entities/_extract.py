@@ -526,6 +526,7 @@ def _names_into(text: str, found: _Found) -> str:
     speakers = {m.group(1) for m in _SPEAKER.finditer(text)}
     matches = list(_NAME.finditer(text))
     mid_sentence_caps: set[str] = set()
+    spans: list[tuple[int, int]] = []
     starts: list[bool] = []
     for match in matches:
         at_start = bool(_SENTENCE_START.search(text[max(0, match.start() - 4) : match.start()])) or match.start() == 0
@@ -574,9 +575,33 @@ def _names_into(text: str, found: _Found) -> str:
             continue
         start = text.index(tokens[0], offset)
         end = start + len(name) if text.startswith(name, start) else match.end()
-        found.add(_guess_name_kind(name, text[:start], speakers), name)
-        text = _mask(text, start, end)
-    return text
+        found.add(_guess_name_kind(name, _masked_window(text, spans, start - 20, start), speakers), name)
+        spans.append((start, end))
+    # masked once at the end: masking per name copied the whole text each time (quadratic on large tool output)
+    return _mask_spans(text, spans)
+
+
+def _masked_window(text: str, spans: list[tuple[int, int]], lo: int, hi: int) -> str:
+    """`text[lo:hi]` as it reads with the names found so far (`spans`, in order) blanked out."""
+    lo = max(0, lo)
+    window = list(text[lo:hi])
+    for start, end in reversed(spans):
+        if end <= lo:
+            break
+        for i in range(max(start, lo), min(end, hi)):
+            window[i - lo] = ' '
+    return ''.join(window)
+
+
+def _mask_spans(text: str, spans: list[tuple[int, int]]) -> str:
+    pieces: list[str] = []
+    cursor = 0
+    for start, end in spans:
+        pieces.append(text[cursor:start])
+        pieces.append(' ' * (end - start))
+        cursor = end
+    pieces.append(text[cursor:])
+    return ''.join(pieces)
 
 
 def extract_entities(text: str, *, max_concepts: int = DEFAULT_MAX_CONCEPTS) -> list[ExtractedEntity]:

@@ -61,7 +61,10 @@ _MAX_RESULT_CHARS: Final = 200
 _FENCE_LINE = re.compile(r'^[ \t]*(?:`{3,}|~{3,})')
 _HTML_COMMENT = re.compile(r'<!--.*?(?:-->|$)', re.DOTALL)
 _SENTENCE_END = re.compile(r'(?<=[.!?])\s+')
-_LEADING_LABEL = re.compile(r'^(?:THOUGHT|Thought|REASONING|Reasoning|ANALYSIS)\s*:\s*')
+# A memento's own section labels are stripped too, so a memento of mementos does not stack `RESULT: RESULT:`.
+_LEADING_LABEL = re.compile(
+    rf'^(?:(?:THOUGHT|Thought|REASONING|Reasoning|ANALYSIS|{"|".join(SECTION_LABELS)})\s*:\s*)+'
+)
 _STRONG_DECISION = re.compile(
     r'\b(?:root cause|the (?:issue|problem|bug|fix|cause|culprit) (?:is|was|should be|lies)|fix(?:ed)? (?:it|this|the)|'
     r'confirm(?:s|ed)|verified|reproduced|resolved|(?:now )?works)\b',
@@ -315,6 +318,9 @@ class ExtractiveCompressor:
         if sentence is None:
             others = [region for region in regions if region.kind == 'prose']
             sentence = next((claim for region in reversed(others) if (claim := _first_claim(region.text))), None)
+        if sentence is None and actions:
+            # A block of tool calls without prose: its last command is the most telling verbatim line.
+            sentence = _cut_words(actions[-1].command.strip(), _MAX_RESULT_CHARS)
         result = sentence or 'no prose in this block'
         outcome = _last_outcome(actions)
         if outcome and outcome not in result:

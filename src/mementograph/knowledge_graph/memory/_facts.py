@@ -231,8 +231,19 @@ class _Collector:
             self.facts.append(Fact(text, kind))
 
 
-def _mask(text: str, start: int, end: int) -> str:
-    return text[:start] + ' ' * (end - start) + text[end:]
+class _Blanks:
+    """Blanks out spans of a text; the text is rebuilt once per pass, not once per span (which was quadratic on
+    large tool output)."""
+
+    def __init__(self, text: str) -> None:
+        self._chars = list(text)
+
+    def blank(self, start: int, end: int) -> None:
+        self._chars[start:end] = ' ' * (end - start)
+
+    @property
+    def text(self) -> str:
+        return ''.join(self._chars)
 
 
 def _path_like(text: str) -> bool:
@@ -364,52 +375,53 @@ def _paths_in(text: str, collector: _Collector) -> None:
 
 def _prose_into(text: str, collector: _Collector) -> None:
     text = _HTML_COMMENT.sub(lambda m: ' ' * len(m.group(0)), text)
+    blanks = _Blanks(text)
     for start, end, language, body in list(_fences(text)):
         if language in _SHELL_LANGS:
             _command_lines_into(body, collector)
         else:
             _salient_into(body, collector, whole=True)
-        text = _mask(text, start, end)
+        blanks.blank(start, end)
     for regex in (_CODE_SPAN, _MATH):
-        for match in regex.finditer(text):
+        for match in regex.finditer(blanks.text):
             span = match.group(1).strip()
             if span:
                 kind: FactKind = 'formula' if regex is _MATH and _OPERATOR.search(span) else _classify_span(span)
                 if regex is _MATH and kind != 'formula':
                     continue
                 collector.add(span, kind)
-                text = _mask(text, match.start(), match.end())
-    for match in _URL.finditer(text):
+                blanks.blank(match.start(), match.end())
+    for match in _URL.finditer(blanks.text):
         collector.add(match.group(0).rstrip('.,;:'), 'url')
-        text = _mask(text, match.start(), match.end())
-    for match in _EXIT_PROSE.finditer(text):
+        blanks.blank(match.start(), match.end())
+    for match in _EXIT_PROSE.finditer(blanks.text):
         collector.add(match.group(0), 'exit_code')
-        text = _mask(text, match.start(), match.end())
-    for match in _PATH.finditer(text):
+        blanks.blank(match.start(), match.end())
+    for match in _PATH.finditer(blanks.text):
         candidate = match.group(1).rstrip('.')
         if _path_like(candidate):
             collector.add(candidate, 'path')
-            text = _mask(text, match.start(1), match.start(1) + len(candidate))
-    for match in _VERSION.finditer(text):
+            blanks.blank(match.start(1), match.start(1) + len(candidate))
+    for match in _VERSION.finditer(blanks.text):
         collector.add(match.group(0), 'version')
-        text = _mask(text, match.start(), match.end())
-    for match in _DATETIME.finditer(text):
+        blanks.blank(match.start(), match.end())
+    for match in _DATETIME.finditer(blanks.text):
         collector.add(match.group(0), 'number')
-        text = _mask(text, match.start(), match.end())
-    for match in _EXCEPTION_NAME.finditer(text):
+        blanks.blank(match.start(), match.end())
+    for match in _EXCEPTION_NAME.finditer(blanks.text):
         collector.add(match.group(0), 'error')
-        text = _mask(text, match.start(), match.end())
-    for match in _TEST_NAME.finditer(text):
+        blanks.blank(match.start(), match.end())
+    for match in _TEST_NAME.finditer(blanks.text):
         collector.add(match.group(0), 'test')
-        text = _mask(text, match.start(), match.end())
+        blanks.blank(match.start(), match.end())
     for regex in (_DOTTED, _SNAKE, _CAMEL):
-        for match in regex.finditer(text):
+        for match in regex.finditer(blanks.text):
             name = match.group(0)
             if regex is _DOTTED and min(len(part) for part in name.removesuffix('()').split('.')) < 2:
                 continue  # e.g., i.e.
             collector.add(name, 'identifier')
-            text = _mask(text, match.start(), match.end())
-    for match in _NUMBER.finditer(text):
+            blanks.blank(match.start(), match.end())
+    for match in _NUMBER.finditer(blanks.text):
         value, unit = match.group(1), match.group(2)
         if unit or '.' in value or 'e' in value.lower() or len(value.lstrip('-')) >= 2:
             collector.add(match.group(0), 'number')

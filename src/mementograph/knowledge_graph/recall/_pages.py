@@ -137,6 +137,12 @@ def pages_for_eviction(
     for mention in mentions:
         entities_of.setdefault(mention.source_id, []).append((mention.entity.key, mention.entity.name, mention.count))
     pages = store.list_pages(namespace=namespace, session_id=session_id)
+    # A retried eviction whose first attempt committed (its caller never heard back) holds blocks already paged:
+    # listing them again would put them on two pages, or twice and out of order on the open one.
+    paged = {block_id for page in pages for block_id in page.block_ids}
+    blocks = [block for block in blocks if block.id not in paged]
+    if not blocks:
+        return ()
     current = pages[-1] if pages and not pages[-1].summary else None
     number = current.number if current is not None else (pages[-1].number + 1 if pages else 1)
     members: list[str] = list(current.block_ids) if current is not None else []

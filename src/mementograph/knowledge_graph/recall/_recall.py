@@ -454,6 +454,14 @@ def _in_time(
     ]
 
 
+def _time_filter(name: str, value: str | datetime | None) -> datetime | None:
+    """A user's time filter, parsed; unreadable text is an error rather than a filter silently dropped."""
+    parsed = parse_time(value)
+    if parsed is None and isinstance(value, str) and value.strip():
+        raise ValueError(f'{name}: cannot read {value!r} as a time; use ISO-8601, e.g. 2026-05-20 or 2026-05-20T14:30')
+    return parsed
+
+
 def rank_blocks(
     store: GraphStore,
     query: str,
@@ -481,6 +489,7 @@ def rank_blocks(
         config: ranking knobs.
     """
     config = config or RecallConfig()
+    window = TimeRange(_time_filter('since', since), _time_filter('until', until))
     plan = plan_query(query)
     recall_store = _recall_store(store)
     rankings: list[list[ScoredBlock]] = []
@@ -494,7 +503,6 @@ def rank_blocks(
             _propagate_next(recall_store, text, namespace=namespace, session_id=session_id, config=config)
         rankings.append(_ranked(text, config.max_candidates))
     ranking = rankings[0] if len(rankings) == 1 else _fuse(rankings, config.rrf_k, (config.graph_weight, 1.0))
-    window = TimeRange(parse_time(since), parse_time(until))
     if window.since is not None or window.until is not None:
         ranking = _in_time(recall_store, ranking, window, namespace=namespace, session_id=session_id)
     if prefer is not None and (prefer.since is not None or prefer.until is not None) and ranking:

@@ -15,18 +15,24 @@ from ._errors import (
     UnsupportedQueryError,
 )
 from ._open import NEO4J_SCHEMES, STORE_ENV, SUPPORTED_SCHEMES, default_store_uri, open_store, resolve_store_uri
-from ._protocol import GraphStore, RecoveredBlock, TextHit
+from ._protocol import BlockLink, GraphLinks, GraphStore, MementoLink, PageLink, RecoveredBlock, TextHit
 from ._sqlite import SqliteStore
+from ._verify import PROBLEM_KINDS, VerifyProblem, VerifyReport, verify_store
 
 __all__ = (
     'NEO4J_SCHEMES',
+    'PROBLEM_KINDS',
     'STORE_ENV',
     'SUPPORTED_SCHEMES',
     'BlockIntegrityError',
+    'BlockLink',
     'BlockNotFoundError',
+    'GraphLinks',
     'GraphStore',
+    'MementoLink',
     'MementoNotFoundError',
     'NotFoundError',
+    'PageLink',
     'QueryError',
     'ReadOnlyViolationError',
     'RecoveredBlock',
@@ -37,8 +43,11 @@ __all__ = (
     'TextHit',
     'UnknownStoreSchemeError',
     'UnsupportedQueryError',
+    'VerifyProblem',
+    'VerifyReport',
     'default_store_uri',
     'open_store',
     'recover_chain',
     'resolve_store_uri',
+    'verify_store',
 )

@@ -7,6 +7,10 @@ admin/write procedures. The Neo4j backend then runs the query in a READ transact
 the lexer might miss; the embedded backend runs a documented subset through `grand-cypher` over its networkx view
 (`run_embedded`) and says plainly when a query needs Neo4j.
 
+A Neo4j database holds every namespace, so `check_scope` also refuses, before sending, any query that could read
+outside `$namespace`: every pattern must be anchored by a node with `{namespace: $namespace}` (or bound from one).
+With `session=True` (what the MCP server adds when it serves one session) every node must be in `$session_id`.
+
 `EXAMPLE_QUERIES` are the queries the README and `docs/cypher.md` show; tests and the benchmark run them.
 """
 
@@ -18,7 +22,7 @@ import re
 import sqlite3
 import threading
 from collections.abc import Callable, Mapping, Sequence
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from typing import Any, Final, Literal
 
 from .._schema import DEFAULT_NAMESPACE
@@ -30,8 +34,10 @@ __all__ = (
     'EMBEDDED_SUBSET',
     'EXAMPLE_QUERIES',
     'ExampleQuery',
+    'ScopeViolationError',
     'Token',
     'check_read_only',
+    'check_scope',
     'prepare_query',
     'run_embedded',
     'scoped_params',
@@ -179,7 +185,9 @@ def _is_name(token: Token) -> bool:
 
 # -- the read-only check ---------------------------------------------------------------------------------------
 
-_WRITE_CLAUSES: Final = frozenset({'CREATE', 'MERGE', 'DELETE', 'DETACH', 'SET', 'REMOVE', 'DROP', 'FOREACH'})
+_WRITE_CLAUSES: Final = frozenset(
+    {'CREATE', 'INSERT', 'MERGE', 'DELETE', 'DETACH', 'SET', 'REMOVE', 'DROP', 'FOREACH'}
+)  # INSERT: GQL's CREATE, which Neo4j 5 runs
 _ADMIN_COMMANDS: Final = frozenset(
     {'ALTER', 'GRANT', 'DENY', 'REVOKE', 'RENAME', 'START', 'STOP', 'TERMINATE', 'ENABLE', 'DEALLOCATE',
      'REALLOCATE', 'DRYRUN', 'USE'}
@@ -239,11 +247,11 @@ def _check_procedure(source: str, tokens: Sequence[Token], index: int) -> None:
 def check_read_only(source: str, tokens: Sequence[Token] | None = None) -> list[Token]:
     """Refuse anything but a read query, before it is sent anywhere.
 
-    Write clauses (`CREATE`, `MERGE`, `DELETE`, `DETACH`, `SET`, `REMOVE`, `DROP`, `FOREACH`), `LOAD CSV`, admin
-    commands (`ALTER`, `GRANT`, `USE`, `TERMINATE`, …), `CALL { … } IN TRANSACTIONS` and admin/write procedures
-    (`dbms.*`, `db.create*`, `apoc.create.*`, `apoc.cypher.*`, …) are refused wherever they appear outside string
-    literals, comments and backtick-quoted names. A label or property key that happens to be such a word
-    (`n.set`, `(:Drop)`, `{create: 1}`) is a name, not a clause.
+    Write clauses (`CREATE` and GQL's `INSERT`, `MERGE`, `DELETE`, `DETACH`, `SET`, `REMOVE`, `DROP`, `FOREACH`),
+    `LOAD CSV`, admin commands (`ALTER`, `GRANT`, `USE`, `TERMINATE`, …), `CALL { … } IN TRANSACTIONS` and
+    admin/write procedures (`dbms.*`, `db.create*`, `apoc.create.*`, `apoc.cypher.*`, …) are refused wherever they
+    appear outside string literals, comments and backtick-quoted names. A label or property key that happens to be
+    such a word (`n.set`, `(:Drop)`, `{create: 1}`) is a name, not a clause.
 
     Returns:
         The query's tokens.
@@ -353,6 +361,902 @@ def prepare_query(cypher: str) -> tuple[str, list[Token]]:
     return cypher, tokens
 
 
+# -- scope: every pattern stays in $namespace (and, when a session is pinned, in $session_id) ---------------------
+
+
+class ScopeViolationError(QueryError):
+    """A query could read outside its namespace (or its pinned session): refused before it is sent anywhere."""
+
+    def __init__(self, message: str, *, understood: bool = True) -> None:
+        super().__init__(message)
+        self.understood = understood
+        """False when the checker could not read the query at all (the server may have a better syntax error)."""
+
+
+_NAMESPACE_HINT: Final = (
+    'a query over session memory reads one namespace: give one node of each pattern {namespace: $namespace} '
+    '(or bind it from a pattern that has it, or filter it with WHERE x.namespace = $namespace), e.g. '
+    'MATCH (b:EvictedBlock {namespace: $namespace})-[:MENTIONS]->(e:Entity)'
+)
+_SESSION_HINT: Final = (
+    'with a session pinned, every node must be in it: give the node {session_id: $session_id} (a Session node '
+    '{id: $session_id}), or reach it from such a node over :NEXT, :SUMMARIZES, :CONTAINS or :IN_SESSION; an Entity '
+    'is visible one :MENTIONS hop from such a node'
+)
+_UNPARSED_HINT: Final = (
+    'the scope check reads MATCH, OPTIONAL MATCH, WITH, UNWIND, CALL { … }, RETURN and UNION with node patterns '
+    '(x:Label {key: value}), relationship patterns -[r:TYPE*1..3]-> and built-in functions'
+)
+_SESSION_PRESERVING: Final = frozenset({'NEXT', 'SUMMARIZES', 'CONTAINS', 'IN_SESSION'})
+"""Relationship types whose two ends always belong to one session (MENTIONS leads to namespace-wide entities)."""
+_SCOPED_PROCEDURES: Final = frozenset({'db.index.fulltext.querynodes', 'db.index.vector.querynodes'})
+"""Procedures whose output a scoped query can filter: one row per node, the node in a column named `node`."""
+_BUILTIN_FUNCTION_NAMESPACES: Final = (
+    'date.', 'datetime.', 'localdatetime.', 'localtime.', 'time.', 'duration.', 'point.', 'vector.similarity.',
+)  # fmt: skip
+"""Dotted names of built-in functions; every other dotted name is a user-defined function (APOC, plugins), which may
+read the graph behind the patterns' back. (User functions always live in a namespace, so undotted names are
+built-ins.)"""
+_QUERY_CLAUSES: Final = frozenset({'MATCH', 'OPTIONAL', 'WITH', 'RETURN', 'UNWIND', 'CALL'})
+_PATH_SELECTORS: Final = frozenset({'ANY', 'ALL', 'SHORTEST', 'GROUP', 'GROUPS', 'PATH', 'PATHS'})
+_PROJECTION_END: Final = frozenset({'ORDER', 'SKIP', 'LIMIT', 'OFFSET', 'WHERE'})
+_OPENERS: Final = {'(': ')', '[': ']', '{': '}'}
+
+_OUTSIDE, _VISIBLE, _IN_SESSION = 0, 1, 2
+"""Session levels of a node: possibly outside the pinned session; visible (an entity one MENTIONS hop from the
+session, or a value the query computed from what it read); in the session."""
+
+
+@dataclass(frozen=True)
+class _Var:
+    """What the checker knows of a variable in scope."""
+
+    node: bool
+    """Bound by a node pattern (or an alias of one), so `x.namespace` is the namespace of a node the query read."""
+    level: int = _VISIBLE
+    session_node: bool = False
+    """A `:Session` node (its `id` is a session id)."""
+
+
+_VALUE: Final = _Var(node=False)
+
+
+@dataclass(frozen=True)
+class _NodePattern:
+    at: int
+    """Index of its `(` token (for messages)."""
+    var: str | None
+    labels: frozenset[str]
+    """The labels of a plain `:A:B` conjunction (empty for any other label expression)."""
+    entries: tuple[tuple[str, tuple[Token, ...]], ...]
+    """Literal property-map entries whose key appears once (`{namespace: $namespace}`)."""
+
+
+@dataclass(frozen=True)
+class _RelPattern:
+    at: int
+    var: str | None
+    types: frozenset[str] | None
+    """The types of a plain `:A|B` disjunction; None when any type can match."""
+    variable: bool
+    left: int
+    right: int
+
+
+@dataclass
+class _Pattern:
+    """The node and relationship patterns of one MATCH (or subquery, comprehension, predicate)."""
+
+    nodes: list[_NodePattern] = field(default_factory=list)
+    rels: list[_RelPattern] = field(default_factory=list)
+    paths: list[str] = field(default_factory=list)
+    nested: list[tuple[int, int]] = field(default_factory=list)
+    """Token ranges of expressions inside the patterns (property values, inline WHERE)."""
+
+
+def _meet(one: Mapping[str, _Var], other: Mapping[str, _Var]) -> dict[str, _Var]:
+    """The variables of two UNION branches: each as weak as it is in the weaker branch."""
+    met: dict[str, _Var] = {}
+    for name in one.keys() | other.keys():
+        a, b = one.get(name, _VALUE), other.get(name, _VALUE)
+        met[name] = _Var(
+            node=a.node and b.node, level=min(a.level, b.level), session_node=a.session_node and b.session_node
+        )
+    return met
+
+
+def _is_param(value: Sequence[Token], name: str) -> bool:
+    return len(value) == 1 and value[0].kind == 'param' and value[0].value == name
+
+
+def _property_of(value: Sequence[Token]) -> tuple[str, str] | None:
+    """`(variable, key)` when `value` is exactly `variable.key`."""
+    if len(value) == 3 and _is_name(value[0]) and value[1].text == '.' and _is_name(value[2]):
+        return value[0].value, value[2].value
+    return None
+
+
+class _ScopeChecker:
+    """A recursive reader of just enough Cypher to find every pattern and the variables each one starts from.
+
+    Sound by construction rather than complete: every `(` of the query is tried as the start of a pattern, so a
+    relationship pattern is found wherever it hides (predicates, `NOT(a)--(b)`, comprehensions, subqueries); what
+    the reader does not understand is refused, never guessed. A variable counts as bound only where Cypher binds
+    it (after WITH only what it projects, in `CALL { … }` only what is imported), so a name reused after it left
+    scope is a new, unscoped node.
+    """
+
+    def __init__(self, source: str, tokens: Sequence[Token], *, namespace: bool, session: bool) -> None:
+        self.source = source
+        self.tokens = list(tokens)
+        self.namespace = namespace
+        self.session = session
+        self.close = self._brackets()
+
+    # -- errors and small readers ---------------------------------------------------------------------------------
+
+    def _at(self, index: int) -> Token:
+        return self.tokens[min(index, len(self.tokens) - 1)]
+
+    def unparsed(self, index: int, what: str) -> ScopeViolationError:
+        where = _position(self.source, self._at(index).start) if index < len(self.tokens) else 'the end'
+        return ScopeViolationError(
+            f'cannot check that this query stays in its scope: {what} at {where}; {_UNPARSED_HINT}', understood=False
+        )
+
+    def refuse(self, index: int, what: str, hint: str) -> ScopeViolationError:
+        return ScopeViolationError(f'{what} at {_position(self.source, self._at(index).start)}: {hint}')
+
+    def _brackets(self) -> dict[int, int]:
+        close: dict[int, int] = {}
+        stack: list[int] = []
+        for index, token in enumerate(self.tokens):
+            if token.kind != 'punct':
+                continue
+            if token.text in _OPENERS:
+                stack.append(index)
+            elif token.text in (')', ']', '}'):
+                if not stack or _OPENERS[self.tokens[stack[-1]].text] != token.text:
+                    raise self.unparsed(index, f'an unmatched {token.text!r}')
+                close[stack.pop()] = index
+        if stack:
+            raise self.unparsed(stack[-1], f'a {self.tokens[stack[-1]].text!r} that is never closed')
+        return close
+
+    def kw(self, index: int) -> str | None:
+        return _keyword(self.tokens, index) if 0 <= index < len(self.tokens) else None
+
+    def text(self, index: int) -> str:
+        return self.tokens[index].text if 0 <= index < len(self.tokens) else ''
+
+    def name(self, index: int) -> str | None:
+        return self.tokens[index].value if 0 <= index < len(self.tokens) and _is_name(self.tokens[index]) else None
+
+    def opener(self, index: int, char: str) -> bool:
+        return 0 <= index < len(self.tokens) and self.tokens[index].kind == 'punct' and self.tokens[index].text == char
+
+    def skip(self, index: int) -> int:
+        """The index after the token at `index`, or after its whole bracket group."""
+        token = self.tokens[index]
+        return self.close[index] + 1 if token.kind == 'punct' and token.text in _OPENERS else index + 1
+
+    def find(self, start: int, end: int, words: frozenset[str] = frozenset(), punct: str = '') -> int:
+        """The first depth-0 index in [start, end) holding one of `words` (keywords) or `punct`, else `end`."""
+        index = start
+        while index < end:
+            token = self.tokens[index]
+            if (token.kind == 'punct' and token.text == punct) or (words and self.kw(index) in words):
+                return index
+            index = self.skip(index)
+        return end
+
+    def split(self, start: int, end: int, separator: str = ',') -> list[tuple[int, int]]:
+        parts: list[tuple[int, int]] = []
+        while True:
+            stop = self.find(start, end, punct=separator)
+            parts.append((start, stop))
+            if stop >= end:
+                return parts
+            start = stop + 1
+
+    # -- queries and clauses --------------------------------------------------------------------------------------
+
+    def check(self) -> None:
+        self.query(0, len(self.tokens), {}, None)
+
+    def query(
+        self, start: int, end: int, scope: dict[str, _Var], importable: dict[str, _Var] | None
+    ) -> dict[str, _Var]:
+        """A query, its UNION branches each from `scope`; returns the variables its RETURN binds (for CALL)."""
+        returned: dict[str, _Var] | None = None
+        branch = start
+        index = start
+        while True:
+            index = self.find(index, end, frozenset({'UNION'}))
+            columns = self.single_query(branch, index, dict(scope), importable)
+            returned = columns if returned is None else _meet(returned, columns)
+            if index >= end:
+                return returned
+            index += 1
+            if self.kw(index) in ('ALL', 'DISTINCT'):
+                index += 1
+            branch = index
+
+    def clauses(self, start: int, end: int) -> list[tuple[str, int, int]]:
+        starts: list[tuple[str, int]] = []
+        index = start
+        while index < end:
+            keyword = self.kw(index)
+            previous = self.kw(index - 1) if index > start else None
+            if keyword in _QUERY_CLAUSES and not (
+                (keyword == 'WITH' and previous in ('STARTS', 'ENDS'))
+                or (keyword in ('MATCH', 'CALL') and previous == 'OPTIONAL')
+            ):
+                starts.append((keyword, index))
+            index = self.skip(index)
+        if not starts or starts[0][1] != start:
+            raise self.unparsed(start, 'a query that does not start with MATCH, WITH, UNWIND, CALL or RETURN')
+        bounds = [index for _, index in starts[1:]] + [end]
+        return [(keyword, index, stop) for (keyword, index), stop in zip(starts, bounds, strict=True)]
+
+    def single_query(
+        self, start: int, end: int, scope: dict[str, _Var], importable: dict[str, _Var] | None
+    ) -> dict[str, _Var]:
+        returned: dict[str, _Var] | None = None
+        for number, (keyword, begin, stop) in enumerate(self.clauses(start, end)):
+            if returned is not None:
+                raise self.unparsed(begin, f'{keyword} after RETURN')
+            if keyword == 'OPTIONAL':
+                keyword = self.kw(begin + 1) or ''
+                begin += 1
+                if keyword not in ('MATCH', 'CALL'):
+                    raise self.unparsed(begin, 'OPTIONAL without MATCH or CALL')
+            if keyword == 'MATCH':
+                scope = self.match(begin + 1, stop, scope)
+            elif keyword == 'CALL':
+                scope = self.call(begin + 1, stop, scope)
+            elif keyword == 'WITH':
+                # an importing WITH (first clause of a `CALL { … }`) projects the outer variables
+                source = importable if number == 0 and importable is not None else scope
+                scope = self.projection(begin + 1, stop, source)
+            elif keyword == 'UNWIND':
+                scope = self.unwind(begin + 1, stop, scope)
+            else:
+                returned = self.projection(begin + 1, stop, scope)
+        return returned or {}
+
+    def match(self, start: int, end: int, scope: dict[str, _Var]) -> dict[str, _Var]:
+        """`MATCH patterns [WHERE predicate]` (also the body of `EXISTS { … }` and `COUNT { … }`)."""
+        where = self.find(start, end, frozenset({'WHERE'}))
+        pattern = self.patterns(start, where)
+        entries = self.where_entries(where + 1, end) if where < end else {}
+        bound = self.resolve(pattern, scope, entries)
+        for begin, stop in pattern.nested:  # property values and inline WHERE: only what was bound before
+            self.expression(begin, stop, scope)
+        inner = {**scope, **bound}
+        if where < end:
+            self.expression(where + 1, end, inner)
+        return inner
+
+    def projection(self, start: int, end: int, scope: dict[str, _Var]) -> dict[str, _Var]:
+        """The items of WITH or RETURN; returns the variables after it (only what it projects)."""
+        if self.kw(start) == 'DISTINCT':
+            start += 1
+        tail = self.find(start, end, _PROJECTION_END)
+        projected: dict[str, _Var] = {}
+        for begin, stop in self.split(start, tail):
+            if stop - begin == 1 and self.text(begin) == '*':
+                projected.update(scope)
+                continue
+            alias = None
+            if stop - begin >= 3 and self.kw(stop - 2) == 'AS' and self.name(stop - 1) is not None:
+                alias, stop = self.name(stop - 1), stop - 2
+            if begin >= stop:
+                raise self.unparsed(begin, 'an empty projection item')
+            self.expression(begin, stop, scope)
+            variable = self.name(begin) if stop - begin == 1 else None
+            status = scope.get(variable, _VALUE) if variable is not None else _VALUE
+            if alias or variable:
+                projected[alias or variable or ''] = status
+        self.expression(tail, end, projected)
+        return projected
+
+    def unwind(self, start: int, end: int, scope: dict[str, _Var]) -> dict[str, _Var]:
+        alias = end - 2
+        if alias <= start or self.kw(alias) != 'AS' or self.name(end - 1) is None:
+            raise self.unparsed(start, 'UNWIND without `AS name`')
+        self.expression(start, alias, scope)
+        return {**scope, self.name(end - 1) or '': _VALUE}
+
+    def call(self, start: int, end: int, scope: dict[str, _Var]) -> dict[str, _Var]:
+        if self.opener(start, '{'):
+            body, after = start, self.close[start] + 1
+            returned = self.query(body + 1, self.close[body], {}, scope)
+        elif self.opener(start, '(') and self.opener(self.close[start] + 1, '{'):
+            imported: dict[str, _Var] = {}
+            for begin, stop in self.split(start + 1, self.close[start]):
+                if begin == stop:
+                    continue
+                if stop - begin == 1 and self.text(begin) == '*':
+                    imported.update(scope)
+                elif stop - begin == 1 and (name := self.name(begin)) is not None:
+                    if name in scope:
+                        imported[name] = scope[name]
+                else:
+                    raise self.unparsed(begin, 'a CALL (…) scope item that is not a variable')
+            body = self.close[start] + 1
+            after = self.close[body] + 1
+            returned = self.query(body + 1, self.close[body], imported, None)
+        else:
+            return self.procedure(start, end, scope)
+        if after != end:
+            raise self.unparsed(after, 'something after a CALL { … } subquery')
+        return {**scope, **returned}
+
+    def procedure(self, start: int, end: int, scope: dict[str, _Var]) -> dict[str, _Var]:
+        """`CALL db.index.fulltext.queryNodes(…) YIELD node, score WHERE node.namespace = $namespace`: the one kind
+        of procedure call a scoped query may make, because its rows can be filtered like a pattern's."""
+        name, after = _dotted_name(self.tokens, start)
+        if not name:
+            raise self.unparsed(start, 'CALL without a procedure name or a { … } subquery')
+        usage = (
+            'a scoped query may call only db.index.fulltext.queryNodes and db.index.vector.queryNodes, as '
+            'CALL db.index.fulltext.queryNodes(…) YIELD node, score WHERE node.namespace = $namespace'
+            + (' AND node.session_id = $session_id' if self.session else '')
+        )
+        if name not in _SCOPED_PROCEDURES:
+            raise self.refuse(start, f'procedure {name}', usage + ' (other procedures read outside its patterns)')
+        if not self.opener(after, '('):
+            raise self.refuse(start, f'procedure {name} without arguments in parentheses', usage)
+        self.expression(after + 1, self.close[after], scope)
+        index = self.close[after] + 1
+        if self.kw(index) != 'YIELD':
+            raise self.refuse(start, f'procedure {name} without YIELD', usage)
+        where = self.find(index + 1, end, frozenset({'WHERE'}))
+        yielded: dict[str, _Var] = {}
+        node_alias = None
+        for begin, stop in self.split(index + 1, where):
+            column = self.name(begin)
+            alias = column if stop - begin == 1 else self.name(begin + 2) if self.kw(begin + 1) == 'AS' else None
+            if column is None or alias is None or stop - begin not in (1, 3):
+                raise self.refuse(begin, 'a YIELD item other than `column [AS name]`', usage)
+            if column == 'node':
+                node_alias = alias
+            yielded[alias] = _VALUE
+        entries = self.where_entries(where + 1, end) if where < end else {}
+        found = entries.get(node_alias or '', [])
+        scoped_ns = any(key == 'namespace' and self.namespace_value(value, scope, {}) for key, value in found)
+        scoped_session = any(key == 'session_id' and self.session_value(value, scope) for key, value in found)
+        if node_alias is None or (self.namespace and not scoped_ns) or (self.session and not scoped_session):
+            raise self.refuse(start, f'procedure {name} whose node is not filtered to the scope', usage)
+        yielded[node_alias] = _Var(node=True, level=_IN_SESSION if scoped_session else _VISIBLE)
+        inner = {**scope, **yielded}
+        if where < end:
+            self.expression(where + 1, end, inner)
+        return inner
+
+    # -- expressions ----------------------------------------------------------------------------------------------
+
+    def expression(self, start: int, end: int, scope: dict[str, _Var]) -> None:
+        """Find every pattern, subquery and user function inside an expression and check it."""
+        index = start
+        while index < end:
+            token = self.tokens[index]
+            if token.kind == 'punct' and token.text == '(':
+                after = self.pattern_predicate(index, end, scope)
+                if after is None:
+                    self.group(index, scope)
+                    after = self.close[index] + 1
+                index = after
+                continue
+            if token.kind == 'punct' and token.text == '[':
+                self.bracket(index, scope)
+                index = self.close[index] + 1
+                continue
+            if token.kind == 'punct' and token.text == '{':
+                if index > 0 and self.kw(index - 1) in ('EXISTS', 'COUNT', 'COLLECT'):
+                    self.subquery(index, scope)
+                else:  # a map literal or a map projection
+                    self.expression(index + 1, self.close[index], scope)
+                index = self.close[index] + 1
+                continue
+            if _is_name(token) and (index == 0 or self.text(index - 1) != '.'):
+                name, after = _dotted_name(self.tokens, index)
+                if '.' in name and self.opener(after, '(') and not name.startswith(_BUILTIN_FUNCTION_NAMESPACES):
+                    raise self.refuse(
+                        index, f'function {name}()', 'a scoped query calls built-in functions only (a user-defined '
+                        'function may read outside its patterns)',
+                    )  # fmt: skip
+            index += 1
+
+    def pattern_predicate(self, start: int, end: int, scope: dict[str, _Var]) -> int | None:
+        """A pattern used as an expression (`WHERE (a)-->(:X)`): checked with what is bound; it binds nothing."""
+        found = self.path(start, end)
+        if found is None or not found[0].rels:
+            return None
+        pattern, after = found
+        self.resolve(pattern, scope, {})
+        for begin, stop in pattern.nested:
+            self.expression(begin, stop, scope)
+        return after
+
+    def group(self, start: int, scope: dict[str, _Var]) -> None:
+        """Parentheses that hold no pattern: a sub-expression, call arguments, or `x IN list WHERE …` of any()/all()/
+        none()/single(), or `acc = init, x IN list | …` of reduce() (their variables are local)."""
+        end = self.close[start]
+        begin = start + 1
+        local = dict(scope)
+        if self.name(begin) is not None and self.text(begin + 1) == '=' and self.kw(start - 1) == 'REDUCE':
+            comma = self.find(begin + 2, end, punct=',')
+            self.expression(begin + 2, comma, scope)
+            local[self.name(begin) or ''] = _VALUE
+            begin = comma + 1
+        if self.name(begin) is not None and self.kw(begin + 1) == 'IN':
+            body = min(self.find(begin + 2, end, frozenset({'WHERE'})), self.find(begin + 2, end, punct='|'))
+            self.expression(begin + 2, body, scope)
+            local[self.name(begin) or ''] = _VALUE
+            self.expression(body, end, local)
+            return
+        self.expression(begin, end, local)
+
+    def bracket(self, start: int, scope: dict[str, _Var]) -> None:
+        """`[…]`: a pattern comprehension, a list comprehension, or a list / index / slice."""
+        end = self.close[start]
+        begin = start + 1
+        path_variable = None
+        if self.name(begin) is not None and self.text(begin + 1) == '=' and self.opener(begin + 2, '('):
+            path_variable, begin = self.name(begin), begin + 2
+        if self.opener(begin, '('):
+            found = self.path(begin, end)
+            if found is not None:
+                pattern, after = found
+                if after < end and (self.kw(after) == 'WHERE' or self.text(after) == '|'):
+                    if path_variable is not None:
+                        pattern.paths.append(path_variable)
+                    body = self.find(after, end, punct='|')
+                    entries = self.where_entries(after + 1, body) if self.kw(after) == 'WHERE' else {}
+                    local = {**scope, **self.resolve(pattern, scope, entries)}
+                    for nested_start, nested_end in pattern.nested:
+                        self.expression(nested_start, nested_end, scope)
+                    self.expression(after, end, local)
+                    return
+        if path_variable is None and self.name(begin) is not None and self.kw(begin + 1) == 'IN':
+            body = min(self.find(begin + 2, end, frozenset({'WHERE'})), self.find(begin + 2, end, punct='|'))
+            self.expression(begin + 2, body, scope)
+            self.expression(body, end, {**scope, self.name(begin) or '': _VALUE})
+            return
+        self.expression(start + 1, end, scope)
+
+    def subquery(self, start: int, scope: dict[str, _Var]) -> None:
+        """`EXISTS { … }`, `COUNT { … }`, `COLLECT { … }`: a whole query, or a bare pattern with WHERE; both see the
+        outer variables, and bind nothing outside."""
+        begin, end = start + 1, self.close[start]
+        if begin < end and self.kw(begin) in _QUERY_CLAUSES:
+            self.query(begin, end, scope, None)
+        else:
+            self.match(begin, end, scope)
+
+    def where_entries(self, start: int, end: int) -> dict[str, list[tuple[str, tuple[Token, ...]]]]:
+        """`x.key = value` conjuncts of a WHERE, as if `{key: value}` were in x's map. Only when no OR or XOR sits at
+        the top (AND binds tighter, so `a OR x.ns = $ns AND b` scopes nothing)."""
+        conjuncts: list[tuple[int, int]] = []
+        depth = 0
+        begin = index = start
+        while index < end:
+            keyword = self.kw(index)
+            if keyword == 'CASE':
+                depth += 1
+            elif keyword == 'END' and depth:
+                depth -= 1
+            elif depth == 0 and keyword in ('OR', 'XOR'):
+                return {}
+            elif depth == 0 and keyword == 'AND':
+                conjuncts.append((begin, index))
+                begin = index + 1
+            index = self.skip(index)
+        conjuncts.append((begin, end))
+        entries: dict[str, list[tuple[str, tuple[Token, ...]]]] = {}
+        for begin, stop in conjuncts:
+            equals = self.find(begin, stop, punct='=')
+            if equals >= stop:
+                continue
+            sides = (tuple(self.tokens[begin:equals]), tuple(self.tokens[equals + 1 : stop]))
+            for one, other in (sides, sides[::-1]):
+                owner = _property_of(one)
+                if owner is not None and (other and (_property_of(other) or _is_param(other, other[0].value))):
+                    entries.setdefault(owner[0], []).append((owner[1], other))
+        return entries
+
+    # -- patterns -------------------------------------------------------------------------------------------------
+
+    def patterns(self, start: int, end: int) -> _Pattern:
+        """The comma-separated path patterns of a MATCH (`p = …`, path selectors and shortestPath() included)."""
+        pattern = _Pattern()
+        if start >= end:
+            raise self.unparsed(start, 'MATCH without a pattern')
+        for begin, stop in self.split(start, end):
+            index = begin
+            if self.name(index) is not None and self.text(index + 1) == '=':
+                pattern.paths.append(self.name(index) or '')
+                index += 2
+            while index < stop and (self.kw(index) in _PATH_SELECTORS or self.tokens[index].kind == 'number'):
+                index += 1
+            inner_end = stop
+            if self.kw(index) in ('SHORTESTPATH', 'ALLSHORTESTPATHS') and self.opener(index + 1, '('):
+                inner_end = self.close[index + 1]
+                if inner_end + 1 != stop:
+                    raise self.unparsed(inner_end + 1, 'something after shortestPath(…)')
+                index += 2
+            if not self.opener(index, '('):
+                raise self.unparsed(index, 'a pattern that does not start with a node (…)')
+            found = self.path(index, inner_end)
+            if found is None or found[1] != inner_end:
+                raise self.unparsed(index if found is None else found[1], 'a pattern the checker cannot read')
+            self.merge(pattern, found[0])
+        return pattern
+
+    @staticmethod
+    def merge(into: _Pattern, path: _Pattern) -> None:
+        offset = len(into.nodes)
+        into.nodes.extend(path.nodes)
+        for rel in path.rels:
+            into.rels.append(
+                _RelPattern(rel.at, rel.var, rel.types, rel.variable, rel.left + offset, rel.right + offset)
+            )
+        into.nested.extend(path.nested)
+
+    def path(self, start: int, end: int) -> tuple[_Pattern, int] | None:
+        """The path pattern starting with the `(` at `start`; None when that `(` is not a node pattern (nor followed by
+        a relationship). A relationship after anything the reader cannot take as a node is refused."""
+        pattern = _Pattern()
+        node = self.node(start, pattern)
+        after = self.close[start] + 1
+        if node is None:
+            if self.rel_starts(after, end):
+                raise self.unparsed(start, 'a node pattern the checker cannot read')
+            return None
+        pattern.nodes.append(node)
+        while self.rel_starts(after, end):
+            rel, after = self.rel(after, end, len(pattern.nodes) - 1, pattern)
+            if not self.opener(after, '(') or after >= end:
+                raise self.unparsed(after, 'a relationship pattern not followed by a node pattern')
+            following = self.node(after, pattern)
+            if following is None:
+                raise self.unparsed(after, 'a node pattern the checker cannot read (quantified path patterns '
+                                    '((a)-->(b)){1,3} are not supported: write -[:TYPE*1..3]->)')  # fmt: skip
+            pattern.nodes.append(following)
+            pattern.rels.append(rel)
+            after = self.close[after] + 1
+        return pattern, after
+
+    def rel_starts(self, index: int, end: int) -> bool:
+        return (
+            index + 1 < end
+            and self.tokens[index].kind == 'punct'
+            and self.text(index) in ('-', '<-')
+            and self.text(index + 1) in ('-', '->', '[')
+        )
+
+    def labels(self, start: int, end: int) -> tuple[list[str], set[str], int]:
+        """A label or type expression (`:A:B`, `:A|B`, `IS A&!B`, `:(A|B)`): its names, its operators, and the index
+        after it."""
+        names: list[str] = []
+        operators: set[str] = set()
+        index = start
+        expect_name = True
+        while index < end:
+            token = self.tokens[index]
+            if token.kind == 'punct' and token.text in (':', '|', '&', '!', '%'):
+                operators.add(token.text)
+                expect_name = token.text != '%'
+            elif token.kind == 'punct' and token.text == '(':
+                operators.add('(')
+                index = self.close[index] + 1
+                expect_name = False
+                continue
+            elif _is_name(token) and expect_name:
+                names.append(token.value)
+                expect_name = False
+            else:
+                break
+            index += 1
+        return names, operators, index
+
+    def props(self, start: int, pattern: _Pattern) -> tuple[tuple[str, tuple[Token, ...]], ...] | None:
+        """A literal property map `{key: value, …}`: its entries whose key is written once; None when unreadable."""
+        entries: list[tuple[str, tuple[Token, ...]]] = []
+        end = self.close[start]
+        if start + 1 == end:
+            return ()
+        for begin, stop in self.split(start + 1, end):
+            key = self.name(begin)
+            if key is None or self.text(begin + 1) != ':' or begin + 2 >= stop:
+                return None
+            entries.append((key, tuple(self.tokens[begin + 2 : stop])))
+            pattern.nested.append((begin + 2, stop))
+        keys = [key for key, _ in entries]
+        return tuple((key, value) for key, value in entries if keys.count(key) == 1)
+
+    def node(self, start: int, pattern: _Pattern) -> _NodePattern | None:
+        """`( [var] [labels] [{map} | $map] [WHERE …] )`, or None when the parentheses hold anything else."""
+        end = self.close[start]
+        index = start + 1
+        var = None
+        if index < end and _is_name(self.tokens[index]) and self.kw(index) not in ('WHERE', 'IS'):
+            var, index = self.tokens[index].value, index + 1
+        labels: frozenset[str] = frozenset()
+        if index < end and (self.text(index) == ':' or self.kw(index) == 'IS'):
+            names, operators, index = self.labels(index + 1 if self.kw(index) == 'IS' else index, end)
+            if not names and '%' not in operators:
+                return None
+            labels = frozenset(names) if operators <= {':'} else frozenset()
+        entries: tuple[tuple[str, tuple[Token, ...]], ...] = ()
+        nested_mark = len(pattern.nested)
+        if self.opener(index, '{'):
+            read = self.props(index, pattern)
+            if read is None:
+                del pattern.nested[nested_mark:]
+                return None
+            entries, index = read, self.close[index] + 1
+        elif index < end and self.tokens[index].kind == 'param':
+            index += 1
+        if index < end and self.kw(index) == 'WHERE':  # `(x WHERE x.namespace = $namespace)` scopes like a map
+            pattern.nested.append((index + 1, end))
+            if var is not None:
+                entries += tuple(self.where_entries(index + 1, end).get(var, ()))
+            index = end
+        if index != end:
+            del pattern.nested[nested_mark:]
+            return None
+        return _NodePattern(start, var, labels, entries)
+
+    def rel(self, start: int, end: int, left: int, pattern: _Pattern) -> tuple[_RelPattern, int]:
+        """`-[…]->`, `<-[…]-`, `--`, `-->`, `<--`, `<-->`, with an optional quantifier (`+`, `*`, `{1,3}`)."""
+        index = start + 1
+        var = None
+        types: frozenset[str] | None = None
+        variable = False
+        if self.opener(index, '['):
+            close = self.close[index]
+            inner = index + 1
+            if inner < close and _is_name(self.tokens[inner]) and self.kw(inner) not in ('WHERE', 'IS'):
+                var, inner = self.tokens[inner].value, inner + 1
+            if inner < close and (self.text(inner) == ':' or self.kw(inner) == 'IS'):
+                names, operators, inner = self.labels(inner + 1 if self.kw(inner) == 'IS' else inner, close)
+                if not names:
+                    raise self.unparsed(inner, 'a relationship type expression the checker cannot read')
+                types = frozenset(names) if operators <= {':', '|'} else None
+            if inner < close and self.text(inner) == '*':
+                variable = True
+                inner += 1
+                while inner < close and (self.tokens[inner].kind == 'number' or self.text(inner) == '..'):
+                    inner += 1
+            if self.opener(inner, '{'):
+                if self.props(inner, pattern) is None:
+                    raise self.unparsed(inner, 'a relationship property map the checker cannot read')
+                inner = self.close[inner] + 1
+            elif inner < close and self.tokens[inner].kind == 'param':
+                inner += 1
+            if inner < close and self.kw(inner) == 'WHERE':
+                pattern.nested.append((inner + 1, close))
+                inner = close
+            if inner != close:
+                raise self.unparsed(inner, 'a relationship pattern the checker cannot read')
+            index = close + 1
+        if self.text(index) not in ('-', '->'):
+            raise self.unparsed(index, 'a relationship pattern that does not end in - or ->')
+        index += 1
+        if index < end and self.text(index) in ('+', '*'):
+            variable, index = True, index + 1
+        elif self.opener(index, '{'):
+            if any(t.kind != 'number' and t.text != ',' for t in self.tokens[index + 1 : self.close[index]]):
+                raise self.unparsed(index, 'a relationship quantifier other than {m,n}')
+            variable, index = True, self.close[index] + 1
+        return _RelPattern(start, var, types, variable, left, left + 1), index
+
+    # -- the rule -------------------------------------------------------------------------------------------------
+
+    def namespace_value(self, value: Sequence[Token], scope: dict[str, _Var], scoped: dict[str, bool]) -> bool:
+        """`$namespace`, or `x.namespace` of a node the query read in its namespace."""
+        if _is_param(value, 'namespace'):
+            return True
+        owner = _property_of(value)
+        if owner is None or owner[1] != 'namespace':
+            return False
+        if owner[0] in scope:
+            return scope[owner[0]].node
+        return scoped.get(owner[0], False)
+
+    def session_value(
+        self, value: Sequence[Token], scope: dict[str, _Var], levels: dict[str, _Var] | None = None
+    ) -> bool:
+        """`$session_id`, `x.session_id` of a node in the session, or `x.id` of the session's `Session` node."""
+        if _is_param(value, 'session_id'):
+            return True
+        owner = _property_of(value)
+        if owner is None:
+            return False
+        known = scope.get(owner[0]) or (levels or {}).get(owner[0])
+        if known is None or not known.node or known.level < _IN_SESSION:
+            return False
+        return owner[1] == 'session_id' or (owner[1] == 'id' and known.session_node)
+
+    def resolve(
+        self,
+        pattern: _Pattern,
+        scope: dict[str, _Var],
+        where: Mapping[str, Sequence[tuple[str, tuple[Token, ...]]]],
+    ) -> dict[str, _Var]:
+        """Check one pattern (all the paths of a MATCH together) and return the variables it binds.
+
+        Namespace: the paths form components (joined by relationships and shared variables, since edges never cross
+        namespaces); each needs a node pinned to `$namespace` or bound before. Session: levels spread from pinned
+        nodes over session-preserving relationship types; one hop of any type makes a node visible.
+        """
+        nodes = pattern.nodes
+        entries = [list(node.entries) + list(where.get(node.var or '', ())) for node in nodes]
+        groups: dict[str, list[int]] = {}
+        for index, node in enumerate(nodes):
+            if node.var is not None:
+                groups.setdefault(node.var, []).append(index)
+        if self.namespace:
+            self.check_namespace(pattern, scope, entries, groups)
+        levels = self.session_levels(pattern, scope, entries, groups) if self.session else [_IN_SESSION] * len(nodes)
+        bound: dict[str, _Var] = {}
+        for var, members in groups.items():
+            session_node = any('Session' in nodes[i].labels for i in members) or (
+                var in scope and scope[var].session_node
+            )
+            bound[var] = _Var(node=True, level=levels[members[0]], session_node=session_node)
+        for rel in pattern.rels:
+            if rel.var is not None and rel.var not in bound:
+                bound[rel.var] = _Var(node=False, level=min(levels[rel.left], levels[rel.right]))
+        for path_variable in pattern.paths:
+            bound[path_variable] = _VALUE
+        return bound
+
+    def check_namespace(
+        self,
+        pattern: _Pattern,
+        scope: dict[str, _Var],
+        entries: list[list[tuple[str, tuple[Token, ...]]]],
+        groups: dict[str, list[int]],
+    ) -> None:
+        nodes = pattern.nodes
+        parent = list(range(len(nodes)))
+
+        def root(index: int) -> int:
+            while parent[index] != index:
+                parent[index] = parent[parent[index]]
+                index = parent[index]
+            return index
+
+        for members in groups.values():
+            for member in members[1:]:
+                parent[root(member)] = root(members[0])
+        for rel in pattern.rels:
+            parent[root(rel.right)] = root(rel.left)
+        seeded: set[int] = set()
+        for rel in pattern.rels:
+            if rel.var is not None and rel.var in scope:
+                seeded.add(root(rel.left))
+        changed = True
+        while changed:
+            changed = False
+            scoped_vars = {var: root(members[0]) in seeded for var, members in groups.items()}
+            for index, node in enumerate(nodes):
+                if root(index) in seeded:
+                    continue
+                if (node.var is not None and node.var in scope) or any(
+                    key == 'namespace' and self.namespace_value(value, scope, scoped_vars)
+                    for key, value in entries[index]
+                ):
+                    seeded.add(root(index))
+                    changed = True
+        for index, node in enumerate(nodes):
+            if root(index) not in seeded:
+                raise self.refuse(node.at, 'this pattern can read other namespaces', _NAMESPACE_HINT)
+
+    def session_levels(
+        self,
+        pattern: _Pattern,
+        scope: dict[str, _Var],
+        entries: list[list[tuple[str, tuple[Token, ...]]]],
+        groups: dict[str, list[int]],
+    ) -> list[int]:
+        nodes, rels = pattern.nodes, pattern.rels
+        for rel in rels:
+            if rel.variable and (rel.types is None or not rel.types <= _SESSION_PRESERVING):
+                raise self.refuse(
+                    rel.at, 'a variable-length relationship that can leave the session',
+                    'give it session-preserving types only: -[:NEXT|SUMMARIZES|CONTAINS|IN_SESSION*1..3]->',
+                )  # fmt: skip
+        levels = [_OUTSIDE] * len(nodes)
+        session_nodes = [
+            'Session' in node.labels or (node.var in scope and scope[node.var].session_node) for node in nodes
+        ]
+        for members in groups.values():
+            if any(session_nodes[i] for i in members):
+                for member in members:
+                    session_nodes[member] = True
+        for index, node in enumerate(nodes):
+            if node.var is not None and node.var in scope:
+                levels[index] = scope[node.var].level
+        for rel in rels:
+            if rel.var is not None and rel.var in scope:
+                for end in (rel.left, rel.right):
+                    levels[end] = max(levels[end], min(scope[rel.var].level, _IN_SESSION))
+
+        def unify() -> None:
+            for members in groups.values():
+                top = max(levels[i] for i in members)
+                for member in members:
+                    levels[member] = top
+
+        changed = True
+        while changed:
+            before = list(levels)
+            unify()
+            known = {
+                var: _Var(node=True, level=levels[members[0]], session_node=session_nodes[members[0]])
+                for var, members in groups.items()
+            }
+            for index in range(len(nodes)):
+                for key, value in entries[index]:
+                    if (key == 'session_id' or (key == 'id' and session_nodes[index])) and self.session_value(
+                        value, scope, known
+                    ):
+                        levels[index] = _IN_SESSION
+            for rel in rels:
+                preserving = rel.types is not None and rel.types <= _SESSION_PRESERVING
+                if preserving and _IN_SESSION in (levels[rel.left], levels[rel.right]):
+                    levels[rel.left] = levels[rel.right] = _IN_SESSION
+            unify()
+            changed = levels != before
+        for rel in rels:
+            if not rel.variable:
+                for near, far in ((rel.left, rel.right), (rel.right, rel.left)):
+                    if levels[near] == _IN_SESSION:
+                        levels[far] = max(levels[far], _VISIBLE)
+        unify()
+        for index, node in enumerate(nodes):
+            if levels[index] < _VISIBLE:
+                raise self.refuse(node.at, 'this node can be outside the pinned session', _SESSION_HINT)
+        return levels
+
+
+def check_scope(
+    cypher: str, tokens: Sequence[Token] | None = None, *, namespace: bool = True, session: bool = False
+) -> None:
+    """Refuse a query that could read outside `$namespace` (and, with `session=True`, outside `$session_id`), before
+    it is sent anywhere.
+
+    Namespace (what `Neo4jStore.query` always applies): every MATCH / OPTIONAL MATCH pattern, pattern predicate,
+    pattern comprehension and `EXISTS`/`COUNT`/`COLLECT` subquery must be anchored in the namespace: each connected
+    part of it needs a node with `{namespace: $namespace}` (or `{namespace: x.namespace}` of a node read in it, or a
+    top-level `WHERE x.namespace = $namespace`), or a variable bound earlier, because every relationship joins two
+    nodes of one namespace. Procedures are refused but full-text / vector index queries filtered the same way;
+    user-defined (dotted) functions are refused.
+
+    Session (what the MCP server adds when a session is in effect; namespace-blind, so pair it with the namespace
+    check or a one-namespace view): every node must be pinned with `{session_id: $session_id}` (a `:Session` with
+    `{id: $session_id}`), reached from a pinned node over NEXT, SUMMARIZES, CONTAINS or IN_SESSION, or be one hop
+    from one (an Entity the session MENTIONS: entities are shared by the namespace's sessions, so a second hop
+    from an entity is refused).
+
+    Anything the checker cannot read is refused with `understood=False` (fail closed).
+
+    Raises:
+        ScopeViolationError: what could leave the scope, where, and what to add.
+        ReadOnlyViolationError, QueryError: from `prepare_query` when `tokens` is not given.
+    """
+    if tokens is None:
+        cypher, tokens = prepare_query(cypher)
+    if not tokens or not (namespace or session):
+        return
+    _ScopeChecker(cypher, tokens, namespace=namespace, session=session).check()
+
+
 # -- the embedded subset (grand-cypher over the networkx view) --------------------------------------------------
 
 EMBEDDED_SUBSET: Final = (
@@ -396,7 +1300,8 @@ def _literal(name: str, value: Any, *, in_list: bool = False) -> str:
             raise UnsupportedQueryError(f'parameter ${name} is {value}: the embedded store takes finite numbers')
         return repr(value)
     if isinstance(value, str):
-        return json.dumps(value)
+        # raw non-ASCII: grand-cypher reads each \uXXXX alone, so an escaped emoji would split into two surrogates
+        return json.dumps(value, ensure_ascii=False)
     if isinstance(value, list | tuple) and not in_list:
         return '[' + ', '.join(_literal(name, item, in_list=True) for item in value) + ']'
     raise UnsupportedQueryError(
@@ -414,7 +1319,7 @@ def _translate_token(source: str, tokens: Sequence[Token], index: int, params: M
             raise QueryError(f'parameter ${token.value} at {_position(source, token.start)} is not given')
         return _literal(token.value, params[token.value])
     if token.kind == 'string':
-        return json.dumps(token.value)
+        return json.dumps(token.value, ensure_ascii=False)
     if token.kind == 'quoted':
         if _PLAIN_NAME.fullmatch(token.value) is None:
             raise _unsupported(source, token, 'a `quoted name` that is not a plain identifier')

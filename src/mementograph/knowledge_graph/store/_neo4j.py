@@ -2,9 +2,10 @@
 
 Same semantics as the embedded store (the shared contract suite checks both): ids are derived from content, so
 every write is a `MERGE … ON CREATE SET` and a retried eviction changes nothing; one eviction is one managed
-write transaction of batched `UNWIND … MERGE` statements, committed whole or rolled back whole. The driver retries
-transient failures (deadlocks, leader switches, dropped connections) by re-running the whole transaction, which is
-safe precisely because it is idempotent. Writes of one session are serialized by a write lock on its `Session`
+write transaction holding one statement of batched `UNWIND … MERGE` parts (two round trips: the statement with
+its BEGIN, then the commit), committed whole or rolled back whole. The driver retries transient failures
+(deadlocks, leader switches, dropped connections) by re-running the whole transaction, which is safe precisely
+because it is idempotent. Writes of one session are serialized by a write lock on its `Session`
 node, which also makes the store-assigned event `seq` and memento `ordinal` gap-free under concurrency.
 
 Reads run in READ transactions; `query()` runs user Cypher there too, after the lexer-level check of `_cypher`.
@@ -12,10 +13,10 @@ Reads run in READ transactions; `query()` runs user Cypher there too, after the 
 
 from __future__ import annotations
 
-import itertools
 import os
+import re
 from collections.abc import Callable, Iterator, Mapping, Sequence
-from contextlib import contextmanager
+from contextlib import contextmanager, suppress
 from typing import TYPE_CHECKING, Any, Final, LiteralString, TypeVar
 from urllib.parse import parse_qs, quote, unquote, urlsplit
 
@@ -41,7 +42,15 @@ from .._schema import (
     entity_id_for,
 )
 from ._base import check_block, fts_terms, now_iso
-from ._cypher import DEFAULT_QUERY_LIMIT, DEFAULT_QUERY_TIMEOUT, prepare_query, row_limit_message, scoped_params
+from ._cypher import (
+    DEFAULT_QUERY_LIMIT,
+    DEFAULT_QUERY_TIMEOUT,
+    ScopeViolationError,
+    check_scope,
+    prepare_query,
+    row_limit_message,
+    scoped_params,
+)
 from ._errors import (
     BlockNotFoundError,
     MementoNotFoundError,
@@ -50,7 +59,7 @@ from ._errors import (
     StoreError,
     StoreUnavailableError,
 )
-from ._protocol import RecoveredBlock, TextHit
+from ._protocol import BlockLink, GraphLinks, MementoLink, PageLink, RecoveredBlock, TextHit
 
 if TYPE_CHECKING:  # recall reads (section at the end of the reads); a runtime import would be circular
     from ..recall._values import BlockInfo, EntityLookup
@@ -125,54 +134,57 @@ def _is_memento_id(item_id: str) -> bool:
     return item_id.startswith('mem_')
 
 
+def _fulltext_is_current(options: Mapping[str, Any] | None) -> bool:
+    """Whether a full-text index is configured as `_SCHEMA` creates it: eventually consistent (updated after
+    commit; `search_text` waits for it), so a commit does not wait for the index."""
+    config = (options or {}).get('indexConfig') or {}
+    return config.get('fulltext.eventually_consistent') is True
+
+
 # -- statements -----------------------------------------------------------------------------------------------
 
-_LOCK_SESSION: Final = """
+_WRITE_EVICTION: Final = """
 MERGE (s:Session {key: $key})
 ON CREATE SET s.id = $session_id, s.namespace = $namespace, s.created_at = $created,
               s.event_count = 0, s.memento_count = 0
 SET s.updated_at = $created
-"""
-"""Create the session if needed and take its write lock, so writers of one session queue. The SET reads nothing:
-a read before the lock could return a value another writer is about to change."""
-
-_READ_SESSION: Final = """
-MATCH (s:Session {key: $key})
-RETURN s.event_count AS events, s.memento_count AS mementos,
-       COLLECT { UNWIND $event_uids AS uid MATCH (e:Event {uid: uid}) RETURN uid } AS known_events,
-       COLLECT { UNWIND $memento_ids AS mid MATCH (m:Memento {id: mid}) RETURN mid } AS known_mementos,
-       COLLECT {
-         MATCH (p:EvictedBlock {namespace: $namespace, session_id: $session_id, kind: 'block'}) WHERE p.seq < $low
-         RETURN [p.seq, p.id] AS link
-         ORDER BY p.namespace DESC, p.session_id DESC, p.kind DESC, p.seq DESC, p.id DESC LIMIT 1
-       } AS before,
-       COLLECT {
+WITH s,
+     [row IN $events WHERE NOT EXISTS { MATCH (e:Event {uid: row.uid}) }] AS events,
+     [row IN $mementos WHERE NOT EXISTS { MATCH (m:Memento {id: row.id}) }] AS mementos,
+     COLLECT {
+       MATCH (p:EvictedBlock {namespace: $namespace, session_id: $session_id, kind: 'block'})
+       USING INDEX p:EvictedBlock(namespace, session_id, kind, seq)
+       WHERE p.seq < $low
+       RETURN [p.seq, p.id] AS link
+       ORDER BY p.namespace DESC, p.session_id DESC, p.kind DESC, p.seq DESC, p.id DESC LIMIT 1
+     } + COLLECT {
+       UNWIND COLLECT {
          MATCH (x:EvictedBlock {namespace: $namespace, session_id: $session_id, kind: 'block'})
+         USING INDEX x:EvictedBlock(namespace, session_id, kind, seq)
          WHERE $low <= x.seq <= $high
          RETURN [x.seq, x.id] AS link
-       } AS within,
-       COLLECT {
-         MATCH (n:EvictedBlock {namespace: $namespace, session_id: $session_id, kind: 'block'}) WHERE n.seq > $high
-         RETURN [n.seq, n.id] AS link
-         ORDER BY n.namespace, n.session_id, n.kind, n.seq, n.id LIMIT 1
-       } AS after
-"""
-"""Under the session's lock, what this write must know: the counters, which of its events and mementos exist, and
-the blocks of the NEXT chain around the new blocks' seq range (ordering by the whole composite index key reads
-them straight off the index)."""
-
-_WRITE_EVICTION: Final = """
-MATCH (s:Session {key: $key})
-SET s.event_count = $event_count, s.memento_count = $memento_count
-WITH s
+       } + $chained AS link
+       WITH DISTINCT link
+       RETURN link ORDER BY link[0], link[1]
+     } + COLLECT {
+       MATCH (n:EvictedBlock {namespace: $namespace, session_id: $session_id, kind: 'block'})
+       USING INDEX n:EvictedBlock(namespace, session_id, kind, seq)
+       WHERE n.seq > $high
+       RETURN [n.seq, n.id] AS link
+       ORDER BY n.namespace, n.session_id, n.kind, n.seq, n.id LIMIT 1
+     } AS chain
+WITH s, events, mementos, chain, s.event_count AS first_seq, s.memento_count AS first_ordinal
+SET s.event_count = first_seq + size(events), s.memento_count = first_ordinal + size(mementos)
+WITH s, events, mementos, first_seq, first_ordinal,
+     [i IN range(0, size(chain) - 2) | [chain[i][1], chain[i + 1][1]]] AS pairs
 CALL (s) {
   UNWIND $blocks AS row
   MERGE (b:EvictedBlock {id: row.id})
   ON CREATE SET b += row.props, b.created_at = $created
   MERGE (b)-[:IN_SESSION]->(s)
 }
-CALL () {
-  UNWIND $pairs AS pair
+CALL (pairs) {
+  UNWIND pairs AS pair
   MATCH (a:EvictedBlock {id: pair[0]})
   MATCH (b:EvictedBlock {id: pair[1]})
   CALL (a, b) {
@@ -181,10 +193,11 @@ CALL () {
   }
   MERGE (a)-[:NEXT]->(b)
 }
-CALL () {
-  UNWIND $mementos AS row
+CALL (mementos, first_ordinal) {
+  UNWIND range(0, size(mementos) - 1) AS i
+  WITH mementos[i] AS row, first_ordinal + i AS ordinal
   MERGE (m:Memento {id: row.id})
-  ON CREATE SET m += row.props, m.created_at = $created
+  ON CREATE SET m += row.props, m.ordinal = ordinal, m.created_at = $created
 }
 CALL () {
   UNWIND $summarizes AS row
@@ -203,14 +216,14 @@ CALL () {
 }
 CALL () {
   UNWIND $block_mentions AS row
-  MATCH (src:EvictedBlock {id: row.source}) WHERE src.namespace = $namespace
+  MATCH (src:EvictedBlock {id: row.source}) USING INDEX src:EvictedBlock(id) WHERE src.namespace = $namespace
   MATCH (e:Entity {id: row.entity_id})
   MERGE (src)-[r:MENTIONS]->(e)
   ON CREATE SET r.count = row.count
 }
 CALL () {
   UNWIND $memento_mentions AS row
-  MATCH (src:Memento {id: row.source}) WHERE src.namespace = $namespace
+  MATCH (src:Memento {id: row.source}) USING INDEX src:Memento(id) WHERE src.namespace = $namespace
   MATCH (e:Entity {id: row.entity_id})
   MERGE (src)-[r:MENTIONS]->(e)
   ON CREATE SET r.count = row.count
@@ -222,36 +235,36 @@ CALL () {
   SET p.first_turn = row.first_turn, p.last_turn = row.last_turn, p.summary = row.summary, p.topics = row.topics
   WITH p, row
   UNWIND row.members AS member
-  MATCH (b:EvictedBlock {id: member.id})
+  MATCH (b:EvictedBlock {id: member.id}) USING INDEX b:EvictedBlock(id)
   WHERE b.namespace = $namespace
   MERGE (p)-[c:CONTAINS]->(b)
   ON CREATE SET c.position = member.position
 }
-CALL (s) {
-  UNWIND $events AS row
+CALL (s, events, first_seq) {
+  UNWIND range(0, size(events) - 1) AS i
+  WITH s, events[i] AS row, first_seq + i AS seq
   MERGE (e:Event {uid: row.uid})
-  ON CREATE SET e += row.props
+  ON CREATE SET e += row.props, e.seq = seq
   MERGE (e)-[:IN_SESSION]->(s)
 }
 """
-"""Everything an eviction writes, in one statement (one round trip; every part a batched UNWIND … MERGE):
+"""Everything an eviction writes, in ONE statement: one round trip, and one transaction the driver begins in the
+same round trip (`Neo4jStore._write_statement`). In clause order:
+- the session is created if needed and write-locked (the first SET), so writers of one session queue; everything
+  read after that is read under the lock: which of the events and mementos exist, the counters, and the blocks of
+  the NEXT chain around the new blocks' seq range (ordering by the whole composite index key reads the nearest
+  ones straight off the index);
+- new events and mementos take the session's next seqs and ordinals (write order), and the counters move on;
 - blocks, first write wins, each linked IN_SESSION;
-- the NEXT chain spliced around them: each consecutive pair of the chain computed under the session lock becomes
-  an edge, and the edge it replaces goes;
-- mementos (new ones with the session's next ordinals) and their SUMMARIZES edges to blocks or mementos;
+- the NEXT chain spliced around them: each consecutive pair of the chain (the nearest block before, every block
+  in the range, new or not, the nearest after, by (seq, id)) becomes an edge, and the edge it replaces goes;
+- mementos (existing ones left as they are) and their SUMMARIZES edges to blocks or mementos;
 - entities (written even when the mentioning record is not in the store, as on SQLite), then MENTIONS edges from
   blocks and from mementos, each matched through its own unique index;
-- pages (upserted) and their CONTAINS edges; events with their store-assigned seq; the session's counters."""
+- pages (upserted) and their CONTAINS edges; events with their seq, linked IN_SESSION.
+Every part is a batched UNWIND … MERGE, so a retried eviction changes nothing. `append_events` runs the same
+statement with only events."""
 
-_WRITE_EVENTS: Final = """
-MATCH (s:Session {key: $key})
-SET s.event_count = $events
-WITH s
-UNWIND $rows AS row
-MERGE (e:Event {uid: row.uid})
-ON CREATE SET e += row.props
-MERGE (e)-[:IN_SESSION]->(s)
-"""
 
 _BLOCK_FIELDS: Final = (
     'b{.id, .session_id, .namespace, .seq, .first_message, .last_message, .tokens, .sha256, .messages_json, .kind, '
@@ -535,6 +548,27 @@ class Neo4jStore:
         except (neo4j_errors.Neo4jError, neo4j_errors.DriverError, OSError) as exc:
             raise self._write_error(exc, action) from exc
 
+    def _write_statement(self, action: str, cypher: str, params: Mapping[str, Any]) -> None:
+        """Run one write statement as a transaction of its own, with `_write`'s retries and errors. Through
+        `execute_query`, which sends BEGIN in the same round trip as the statement: a write costs two round trips
+        (statement, commit) where `_write` with one statement takes three."""
+        if self._closed:
+            raise StoreUnavailableError(f'the store {self._uri} is closed')
+        query = neo4j.Query(_q(cypher), metadata={**_APP, 'op': action}, timeout=WRITE_TIMEOUT)
+        try:
+            self._driver.execute_query(
+                query,
+                parameters_=dict(params),
+                routing_=neo4j.RoutingControl.WRITE,
+                database_=self._database,
+                bookmark_manager_=self._driver.execute_query_bookmark_manager,  # the one `_session` uses
+                result_transformer_=neo4j.Result.consume,
+            )
+        except StoreError:
+            raise
+        except (neo4j_errors.Neo4jError, neo4j_errors.DriverError, OSError) as exc:
+            raise self._write_error(exc, action) from exc
+
     def _read(
         self,
         work: Callable[[ManagedTransaction], T],
@@ -577,16 +611,23 @@ class Neo4jStore:
     def ensure_schema(self) -> None:
         """Create the constraints, range indexes and full-text index that are missing, and wait until online.
 
-        Idempotent and safe to race: another process creating the same schema at the same time is not an error.
+        A full-text index left by an earlier version with synchronous updates is rebuilt eventually consistent:
+        updating it inside every commit cost ~8 ms an eviction, most of a small eviction's time. Idempotent and
+        safe to race: another process creating the same schema at the same time is not an error.
         """
         try:
             with self._session(neo4j.WRITE_ACCESS) as session:
-                existing = {
-                    record['name']
-                    for query in ('SHOW CONSTRAINTS YIELD name', 'SHOW INDEXES YIELD name')
-                    for record in session.run(query)
+                indexes = {
+                    record['name']: record['options'] for record in session.run('SHOW INDEXES YIELD name, options')
                 }
-                missing = [statement for name, statement in _SCHEMA if name not in existing]
+                existing = {record['name'] for record in session.run('SHOW CONSTRAINTS YIELD name')} | indexes.keys()
+                stale = FULLTEXT_INDEX in indexes and not _fulltext_is_current(indexes[FULLTEXT_INDEX])
+                missing = [f'DROP INDEX {FULLTEXT_INDEX} IF EXISTS'] if stale else []
+                missing += [
+                    statement
+                    for name, statement in _SCHEMA
+                    if name not in existing or (stale and name == FULLTEXT_INDEX)
+                ]
                 missing += [f'DROP INDEX {name} IF EXISTS' for name in _OBSOLETE_INDEXES if name in existing]
                 for statement in missing:
                     try:
@@ -607,8 +648,7 @@ class Neo4jStore:
     # -- writes ---------------------------------------------------------------------------------------------
 
     def write_eviction(self, eviction: Eviction) -> None:
-        created = now_iso()
-        self._write('write_eviction', lambda tx: _write_eviction(tx, eviction, created))
+        self._write_statement('write_eviction', _WRITE_EVICTION, _eviction_params(eviction, now_iso()))
 
     def append_events(self, events: Sequence[SessionEvent]) -> None:
         if not events:
@@ -617,10 +657,17 @@ class Neo4jStore:
         by_session: dict[tuple[str, str], list[SessionEvent]] = {}
         for event in events:
             by_session.setdefault((event.namespace, event.session_id), []).append(event)
+        batches = [
+            _eviction_params(Eviction(session_id=session_id, namespace=namespace, events=tuple(batch)), created)
+            for (namespace, session_id), batch in sorted(by_session.items())  # one lock order: fewer deadlocks
+        ]
+        if len(batches) == 1:
+            self._write_statement('append_events', _WRITE_EVICTION, batches[0])
+            return
 
         def work(tx: ManagedTransaction) -> None:
-            for (namespace, session_id), session_events in sorted(by_session.items()):
-                _write_session_events(tx, namespace, session_id, session_events, created)
+            for params in batches:
+                tx.run(_q(_WRITE_EVICTION), params).consume()
 
         self._write('append_events', work)
 
@@ -773,6 +820,79 @@ class Neo4jStore:
             )
             for row in rows
         ]
+
+    # integrity reads (issue 8: `mementograph verify`)
+
+    def scan_blocks(
+        self, *, namespace: str = DEFAULT_NAMESPACE, session_id: str | None = None, after: str = '', limit: int = 256
+    ) -> list[BlockRecord]:
+        """`GraphStore.scan_blocks` on Neo4j: a range seek on the unique id index, which also gives the order (the
+        hint keeps the planner off the scope indexes, whose order would mean sorting the whole scope per page)."""
+        rows = self._rows(
+            'MATCH (b:EvictedBlock) USING INDEX b:EvictedBlock(id) '
+            f'WHERE b.id > $after AND {_scope("b", namespace, session_id)} '
+            f'RETURN {_BLOCK_FIELDS} ORDER BY b.id LIMIT $limit',
+            'scan_blocks',
+            after=after,
+            limit=max(limit, 0),
+            namespace=namespace,
+            session_id=session_id,
+        )
+        return [_block(row['record']) for row in rows]
+
+    def graph_links(self, *, namespace: str = DEFAULT_NAMESPACE, session_id: str | None = None) -> GraphLinks:
+        """`GraphStore.graph_links` on Neo4j: the edges themselves, to any node (a `CONTAINS` or `NEXT` that leads
+        somewhere unexpected shows up as such), in one READ transaction."""
+        params = {'namespace': namespace, 'session_id': session_id}
+        blocks_cypher = _q(
+            f'MATCH (b:EvictedBlock) WHERE {_scope("b", namespace, session_id)} '
+            'RETURN b.id AS id, b.session_id AS session_id, b.kind AS kind, b.seq AS seq, '
+            'b.first_message AS first_message, b.last_message AS last_message, '
+            "COLLECT { MATCH (b)-[:NEXT]->(n) RETURN coalesce(n.id, '') } AS next_ids, "
+            'EXISTS { MATCH (b)-[:IN_SESSION]->(s:Session) WHERE s.id = b.session_id AND s.namespace = b.namespace } '
+            'AS in_session ORDER BY b.session_id, b.kind, b.seq, b.id'
+        )
+        mementos_cypher = _q(
+            f'MATCH (m:Memento) WHERE {_scope("m", namespace, session_id)} '
+            'RETURN m.id AS id, m.session_id AS session_id, coalesce(m.level, 1) AS level, m.summarizes AS summarizes, '
+            "COLLECT { MATCH (m)-[r:SUMMARIZES]->(t) RETURN coalesce(t.id, '') AS target ORDER BY r.position } "
+            'AS targets ORDER BY m.session_id, m.id'
+        )
+        pages_cypher = _q(
+            f'MATCH (p:Page) WHERE {_scope("p", namespace, session_id)} '
+            'RETURN p.id AS id, p.session_id AS session_id, p.number AS number, p.first_turn AS first_turn, '
+            "p.last_turn AS last_turn, COLLECT { MATCH (p)-[c:CONTAINS]->(b) RETURN [coalesce(b.id, ''), "
+            'coalesce(c.position, -1)] AS member ORDER BY c.position } AS members ORDER BY p.session_id, p.number'
+        )
+
+        def work(tx: ManagedTransaction) -> GraphLinks:
+            blocks = tuple(
+                BlockLink(
+                    id=r['id'], session_id=r['session_id'], kind=r['kind'], seq=r['seq'],
+                    first_message=r['first_message'], last_message=r['last_message'], next_ids=tuple(r['next_ids']),
+                    in_session=bool(r['in_session']),
+                )
+                for r in tx.run(blocks_cypher, params)
+            )  # fmt: skip
+            mementos = tuple(
+                MementoLink(
+                    id=r['id'], session_id=r['session_id'], level=int(r['level']),
+                    # a memento written without the property (edges only) declares what its edges say
+                    summarizes=tuple(r['targets'] if r['summarizes'] is None else r['summarizes']),
+                    targets=tuple(r['targets']),
+                )
+                for r in tx.run(mementos_cypher, params)
+            )  # fmt: skip
+            pages = tuple(
+                PageLink(
+                    id=r['id'], session_id=r['session_id'], number=r['number'], first_turn=r['first_turn'],
+                    last_turn=r['last_turn'], members=tuple((str(m[0]), int(m[1])) for m in r['members']),
+                )
+                for r in tx.run(pages_cypher, params)
+            )  # fmt: skip
+            return GraphLinks(blocks=blocks, mementos=mementos, pages=pages)
+
+        return self._read(work, op='graph_links')
 
     def entities_of(self, source_id: str, *, namespace: str = DEFAULT_NAMESPACE) -> list[tuple[EntityRecord, int]]:
         label = 'Memento' if _is_memento_id(source_id) else 'EvictedBlock'
@@ -941,26 +1061,31 @@ class Neo4jStore:
         limit: int | None = None,
         timeout: float | None = None,
     ) -> list[dict[str, Any]]:
-        """Run a read-only Cypher query in a READ transaction; rows as plain dicts.
+        """Run a read-only Cypher query in a READ transaction, inside one namespace; rows as plain dicts.
 
-        `$namespace` (default `'default'`) and `$session_id` (default null) are always defined, so a query scopes
-        itself with them; values only ever travel as parameters.
+        `$namespace` (default `'default'`) and `$session_id` (default null) are always defined, and values only ever
+        travel as parameters. The database holds every namespace, so before anything is sent `check_scope` makes
+        sure the query cannot read outside `$namespace`: each pattern needs a node with `{namespace: $namespace}`
+        (or one bound from such a pattern); procedures other than full-text/vector index queries filtered on
+        `node.namespace`, and user-defined functions, are refused. `$session_id` is a binding here, not a limit
+        (the MCP server adds the session check when it serves one session).
 
         Args:
             cypher: a read query (write clauses, LOAD CSV, admin commands and write procedures are refused).
             params: query parameters.
             session_id: bound to `$session_id`.
-            namespace: bound to `$namespace`.
+            namespace: bound to `$namespace`: the only namespace the query can read.
             limit: most rows returned before the query fails (default `query_limit`, 1000).
             timeout: seconds before the server terminates the query (default `query_timeout`, 10).
 
         Raises:
             ReadOnlyViolationError: the query would write (refused before sending, or by the server).
+            ScopeViolationError: the query could read another namespace (refused before it runs; says what to add).
             QueryError: Cypher syntax error (with the server's line/column), more rows than `limit`, timeout,
                 or another error reported by the server.
             StoreUnavailableError: the server cannot be reached.
         """
-        source, _ = prepare_query(cypher)
+        source, tokens = prepare_query(cypher)
         merged = scoped_params(params, session_id=session_id, namespace=namespace)
         row_limit = self.query_limit if limit is None else limit
         seconds = self.query_timeout if timeout is None else timeout
@@ -968,6 +1093,14 @@ class Neo4jStore:
             raise QueryError(f'the row limit must be >= 0, got {row_limit}')
         if seconds <= 0:
             raise QueryError(f'the timeout must be > 0 seconds, got {seconds:g}')
+        try:
+            check_scope(source, tokens)
+        except ScopeViolationError as refusal:
+            # A query the checker cannot read is often just mistyped: the server's syntax error (from EXPLAIN,
+            # which plans without running anything) says more than "cannot check"; a valid one stays refused.
+            if not refusal.understood and (syntax := self._syntax_error(source, merged, seconds)) is not None:
+                raise syntax from refusal
+            raise
 
         def work(tx: ManagedTransaction) -> list[dict[str, Any]]:
             result = tx.run(_q(source), merged)
@@ -977,6 +1110,31 @@ class Neo4jStore:
             return [dict(zip(record.keys(), map(plain_value, record.values()), strict=True)) for record in records]
 
         return self._read(work, op='query', timeout=seconds, translate=lambda exc: _query_error(exc, seconds))
+
+    def _syntax_error(self, source: str, params: Mapping[str, Any], seconds: float) -> QueryError | None:
+        """The server's syntax error for `source`, or None when the server can plan it. `EXPLAIN` never executes
+        the query, so nothing is read; positions are given back as they are in `source`."""
+        prefix = 'EXPLAIN\n'  # on its own line: only line numbers and offsets move, never columns
+        caught: list[neo4j_errors.Neo4jError] = []
+
+        def keep(exc: neo4j_errors.Neo4jError) -> QueryError:
+            caught.append(exc)
+            return QueryError('planning failed')
+
+        with suppress(QueryError):
+            self._read(lambda tx: tx.run(_q(prefix + source), dict(params)).consume(), op='query', timeout=seconds,
+                       translate=keep)  # fmt: skip
+        if not caught or not (
+            isinstance(caught[0], neo4j_errors.CypherSyntaxError) or _code(caught[0]).endswith('Statement.SyntaxError')
+        ):
+            return None
+
+        def unshift(match: re.Match[str]) -> str:
+            line, column, offset = (int(group) for group in match.groups())
+            return f'line {max(1, line - 1)}, column {column} (offset: {max(0, offset - len(prefix))})'
+
+        message = re.sub(r'line (\d+), column (\d+) \(offset: (\d+)\)', unshift, _server_message(caught[0]))
+        return QueryError(f'Cypher syntax error: {message}')
 
 
 def _int_option(options: Mapping[str, list[str]], name: str) -> int:
@@ -1050,7 +1208,7 @@ def _block_row(block: BlockRecord) -> dict[str, Any]:
     return {'id': block.id, 'props': {key: value for key, value in props.items() if value is not None}}
 
 
-def _memento_row(memento: MementoRecord, ordinal: int) -> dict[str, Any]:
+def _memento_row(memento: MementoRecord) -> dict[str, Any]:
     props = {
         'id': memento.id,
         'session_id': memento.session_id,
@@ -1063,18 +1221,16 @@ def _memento_row(memento: MementoRecord, ordinal: int) -> dict[str, Any]:
         'iterations': memento.iterations,
         'compressor': memento.compressor,
         'level': memento.level,
-        'ordinal': ordinal,
     }
     return {'id': memento.id, 'props': {key: value for key, value in props.items() if value is not None}}
 
 
-def _event_row(event: SessionEvent, seq: int, uid: str, created: str) -> dict[str, Any]:
+def _event_row(event: SessionEvent, uid: str, created: str) -> dict[str, Any]:
     props = {
         'uid': uid,
         'key': event.key,
         'namespace': event.namespace,
         'session_id': event.session_id,
-        'seq': seq,
         'kind': event.kind,
         'message_index': event.message_index,
         'sha256': event.sha256,
@@ -1085,55 +1241,49 @@ def _event_row(event: SessionEvent, seq: int, uid: str, created: str) -> dict[st
     return {'uid': uid, 'props': {key: value for key, value in props.items() if value is not None}}
 
 
-def _run(tx: ManagedTransaction, cypher: str, **params: Any) -> None:
-    tx.run(_q(cypher), params).consume()
-
-
 def _write_eviction(tx: ManagedTransaction, eviction: Eviction, created: str) -> None:
+    """The eviction's statement inside a transaction someone else manages (`Neo4jStore.write_eviction` runs the
+    same statement as a transaction of its own, with one round trip less)."""
+    tx.run(_q(_WRITE_EVICTION), _eviction_params(eviction, created)).consume()
+
+
+def _eviction_params(eviction: Eviction, created: str) -> dict[str, Any]:
+    """The parameters of `_WRITE_EVICTION`: what Python settles without reading the store (rows, duplicates
+    dropped, the new blocks' `(seq, id)` links in chain order). What depends on the store (which events and
+    mementos exist, the counters, the chain around the new blocks) the statement reads under the session lock."""
     ns, sid = eviction.namespace, eviction.session_id
     chained = sorted({(block.seq, block.id) for block in eviction.blocks if block.kind == 'block'})
-    state = _lock_session(tx, ns, sid, eviction.events, eviction.mementos, chained, created)
-    mementos = _memento_rows(state, eviction.mementos)
-    events = _event_rows(state, eviction.events, created)
-    _run(
-        tx,
-        _WRITE_EVICTION,
-        key=session_key(ns, sid),
-        namespace=ns,
-        session_id=sid,
-        created=created,
-        event_count=state.events,
-        memento_count=state.mementos,
-        blocks=[_block_row(block) for block in eviction.blocks],
-        pairs=_next_pairs(state, chained),
-        mementos=mementos,
-        summarizes=[
+    return {
+        'key': session_key(ns, sid),
+        'namespace': ns,
+        'session_id': sid,
+        'created': created,
+        'low': chained[0][0] if chained else None,
+        'high': chained[-1][0] if chained else None,
+        'chained': [[seq, block_id] for seq, block_id in chained],
+        'blocks': [_block_row(block) for block in eviction.blocks],
+        # one row per id, at its first position with its last value (new ones get ordinals in this order)
+        'mementos': [_memento_row(memento) for memento in {m.id: m for m in eviction.mementos}.values()],
+        'summarizes': [
             {'source': memento.id, 'target': target, 'position': position}
             for memento in eviction.mementos
             for position, target in enumerate(memento.summarizes)
         ],
-        pages=_page_rows(eviction.pages),
-        events=events,
+        'pages': _page_rows(eviction.pages),
+        'events': _event_rows(eviction.events, created),
         **_mention_rows(ns, eviction.mentions),
-    )
+    }
 
 
-def _next_pairs(state: _SessionState, chained: Sequence[tuple[int, str]]) -> list[list[str]]:
-    """The NEXT edges the session's chain needs around the new blocks: the chain over the nearest block before,
-    every block in their seq range (new or not) and the nearest block after, ordered by (seq, id)."""
-    if not chained:
-        return []
-    middle = sorted(set(state.within) | set(chained))
-    chain = [*state.before, *middle, *state.after]
-    return [[left[1], right[1]] for left, right in itertools.pairwise(chain)]
-
-
-def _memento_rows(state: _SessionState, mementos: Sequence[MementoRecord]) -> list[dict[str, Any]]:
-    """New mementos, with the session's next ordinals (write order); existing ones are left as they are."""
-    fresh = [m for m in {m.id: m for m in mementos}.values() if m.id not in state.known_mementos]
-    rows = [_memento_row(memento, state.mementos + i) for i, memento in enumerate(fresh)]
-    state.mementos += len(fresh)
-    return rows
+def _event_rows(events: Sequence[SessionEvent], created: str) -> list[dict[str, Any]]:
+    """One row per event key, the first (a later event with the same key is a retry of it); seqs are assigned
+    by the statement, in this order, to the events the session's log does not hold yet."""
+    rows: dict[str, dict[str, Any]] = {}
+    for event in events:
+        uid = _event_uid(event.namespace, event.session_id, event.key)
+        if uid not in rows:
+            rows[uid] = _event_row(event, uid, created)
+    return list(rows.values())
 
 
 def _mention_rows(namespace: str, mentions: Sequence[Mention]) -> dict[str, list[dict[str, Any]]]:
@@ -1172,65 +1322,6 @@ def _page_rows(pages: Sequence[PageRecord]) -> list[dict[str, Any]]:
         }
         for page in pages
     ]
-
-
-class _SessionState:
-    """What the session lock read: the session's counters, which of this write's events/mementos exist, and the
-    NEXT chain around the new blocks as `(seq, id)` pairs."""
-
-    def __init__(self, record: Mapping[str, Any]) -> None:
-        self.events: int = int(record['events'])
-        self.mementos: int = int(record['mementos'])
-        self.known_events: set[str] = set(record['known_events'])
-        self.known_mementos: set[str] = set(record['known_mementos'])
-        self.before: list[tuple[int, str]] = [(int(seq), str(id_)) for seq, id_ in record['before']]
-        self.within: list[tuple[int, str]] = [(int(seq), str(id_)) for seq, id_ in record['within']]
-        self.after: list[tuple[int, str]] = [(int(seq), str(id_)) for seq, id_ in record['after']]
-
-
-def _lock_session(
-    tx: ManagedTransaction,
-    namespace: str,
-    session_id: str,
-    events: Sequence[SessionEvent],
-    mementos: Sequence[MementoRecord],
-    chained: Sequence[tuple[int, str]],
-    created: str,
-) -> _SessionState:
-    key = session_key(namespace, session_id)
-    _run(tx, _LOCK_SESSION, key=key, session_id=session_id, namespace=namespace, created=created)
-    record = tx.run(
-        _q(_READ_SESSION),
-        key=key,
-        namespace=namespace,
-        session_id=session_id,
-        event_uids=[_event_uid(namespace, session_id, event.key) for event in events],
-        memento_ids=[memento.id for memento in mementos],
-        low=chained[0][0] if chained else None,
-        high=chained[-1][0] if chained else None,
-    ).single(strict=True)
-    return _SessionState(record)
-
-
-def _event_rows(state: _SessionState, events: Sequence[SessionEvent], created: str) -> list[dict[str, Any]]:
-    """Give each new event the next `seq`; an event whose key the session's log holds is skipped."""
-    rows: list[dict[str, Any]] = []
-    for event in events:
-        uid = _event_uid(event.namespace, event.session_id, event.key)
-        if uid in state.known_events:
-            continue
-        state.known_events.add(uid)
-        rows.append(_event_row(event, state.events, uid, created))
-        state.events += 1
-    return rows
-
-
-def _write_session_events(
-    tx: ManagedTransaction, namespace: str, session_id: str, events: Sequence[SessionEvent], created: str
-) -> None:
-    state = _lock_session(tx, namespace, session_id, events, (), (), created)
-    rows = _event_rows(state, events, created)
-    _run(tx, _WRITE_EVENTS, key=session_key(namespace, session_id), events=state.events, rows=rows)
 
 
 def _delete_session(tx: ManagedTransaction, namespace: str, session_id: str) -> int:

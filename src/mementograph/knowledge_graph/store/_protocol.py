@@ -21,7 +21,7 @@ from .._schema import (
     StoreStats,
 )
 
-__all__ = ('GraphStore', 'RecoveredBlock', 'TextHit')
+__all__ = ('BlockLink', 'GraphLinks', 'GraphStore', 'MementoLink', 'PageLink', 'RecoveredBlock', 'TextHit')
 
 
 @dataclass(frozen=True)
@@ -39,6 +39,57 @@ class TextHit:
     id: str
     block_ids: tuple[str, ...]
     score: float
+
+
+@dataclass(frozen=True)
+class BlockLink:
+    """An evicted block's place in the graph, without its bytes: what `verify_store` walks."""
+
+    id: str
+    session_id: str
+    kind: BlockKind
+    seq: int
+    first_message: int
+    last_message: int
+    next_ids: tuple[str, ...]
+    """Where its `NEXT` edges lead, as stored (a backend that derives `NEXT` from `seq` reports the derived edge)."""
+    in_session: bool
+    """Its session record exists and it is linked to it (`IN_SESSION`)."""
+
+
+@dataclass(frozen=True)
+class MementoLink:
+    """A memento's links, without its text."""
+
+    id: str
+    session_id: str
+    level: int
+    summarizes: tuple[str, ...]
+    """What the memento says it stands in for, in order (`MementoRecord.summarizes`)."""
+    targets: tuple[str, ...]
+    """Where its `SUMMARIZES` edges lead, as stored, by position (`''` for a target that has no id)."""
+
+
+@dataclass(frozen=True)
+class PageLink:
+    """A page's `CONTAINS` edges as stored, including any to a block that is no longer there."""
+
+    id: str
+    session_id: str
+    number: int
+    first_turn: int
+    last_turn: int
+    members: tuple[tuple[str, int], ...]
+    """`(block id, position)` of every `CONTAINS` edge, by position."""
+
+
+@dataclass(frozen=True)
+class GraphLinks:
+    """Every block, memento and page of a scope with its edges, without bytes or text (small even at 100k blocks)."""
+
+    blocks: tuple[BlockLink, ...]
+    mementos: tuple[MementoLink, ...]
+    pages: tuple[PageLink, ...]
 
 
 @runtime_checkable
@@ -148,6 +199,17 @@ class GraphStore(Protocol):
 
     def stats(self, *, namespace: str | None = DEFAULT_NAMESPACE, session_id: str | None = None) -> StoreStats:
         """Counts of what the store holds in scope (`namespace=None`: everything)."""
+        ...
+
+    def scan_blocks(
+        self, *, namespace: str = DEFAULT_NAMESPACE, session_id: str | None = None, after: str = '', limit: int = 256
+    ) -> list[BlockRecord]:
+        """Up to `limit` blocks of every kind with an id greater than `after`, in id order: a whole archive read
+        page by page in bounded memory (pass the last id as `after` until a page comes back short)."""
+        ...
+
+    def graph_links(self, *, namespace: str = DEFAULT_NAMESPACE, session_id: str | None = None) -> GraphLinks:
+        """The `NEXT`, `IN_SESSION`, `SUMMARIZES` and `CONTAINS` edges of a scope as stored, for integrity checks."""
         ...
 
     def delete_session(self, session_id: str, *, namespace: str = DEFAULT_NAMESPACE) -> int:

@@ -9,6 +9,7 @@ from __future__ import annotations
 import json
 import sqlite3
 import threading
+import zlib
 from collections.abc import Iterator, Mapping, Sequence
 from contextlib import contextmanager
 from pathlib import Path
@@ -22,6 +23,7 @@ from .._schema import (
     EntityRecord,
     Eviction,
     MementoRecord,
+    Mention,
     PageRecord,
     SessionEvent,
     SessionRecord,
@@ -37,17 +39,28 @@ from ._errors import (
     StoreUnavailableError,
     UnsupportedQueryError,
 )
-from ._protocol import RecoveredBlock, TextHit
+from ._protocol import BlockLink, GraphLinks, MementoLink, PageLink, RecoveredBlock, TextHit
 
 if TYPE_CHECKING:  # recall reads (section at the end of SqliteStore); a runtime import would be circular
     from ..recall._values import BlockInfo, EntityLookup
 
 __all__ = ('SqliteStore',)
 
-FORMAT: Final = 'mementograph-sqlite-1'
+FORMAT: Final = 'mementograph-sqlite-2'
+"""Written to `meta`. Format 1 files (a `summarizes` link table, eager entity index) are migrated in place at open."""
 DEFAULT_BUSY_TIMEOUT: Final = 5.0
 
-_SCHEMA: Final = """
+_MENTIONS_ENTITY_INDEX: Final = (
+    'CREATE INDEX IF NOT EXISTS mentions_entity ON mentions (entity_id, count DESC, source_id)'
+)
+
+# Why this shape: an eviction sits on the agent's request path, and its cost is the B-tree pages its commit
+# writes to the WAL. So a link is stored on a row the eviction writes anyway (SUMMARIZES: the memento's
+# `summarizes_json` and, reversed for `memento_of`, the target's `memento_id` / `parent_id`), large columns come
+# last (reading the small ones never walks their overflow pages), and the indexes only searches need -- FTS5 and
+# the entity postings -- are built at the first read that needs them, from `rid` marks and the `mention_queue`.
+_SCHEMA: Final = (
+    """
 CREATE TABLE IF NOT EXISTS meta (key TEXT PRIMARY KEY, value TEXT NOT NULL);
 CREATE TABLE IF NOT EXISTS sessions (
     namespace TEXT NOT NULL, id TEXT NOT NULL, created_at TEXT NOT NULL, PRIMARY KEY (namespace, id)
@@ -63,10 +76,11 @@ CREATE TABLE IF NOT EXISTS blocks (
     last_message INTEGER NOT NULL,
     tokens INTEGER NOT NULL,
     sha256 TEXT NOT NULL,
-    messages_json BLOB NOT NULL,
-    text TEXT NOT NULL,
     started_at TEXT,
-    created_at TEXT NOT NULL
+    created_at TEXT NOT NULL,
+    memento_id TEXT,
+    text TEXT NOT NULL,
+    messages_json BLOB NOT NULL
 );
 CREATE INDEX IF NOT EXISTS blocks_scope ON blocks (namespace, session_id, kind, seq);
 CREATE TABLE IF NOT EXISTS mementos (
@@ -74,28 +88,30 @@ CREATE TABLE IF NOT EXISTS mementos (
     id TEXT NOT NULL UNIQUE,
     namespace TEXT NOT NULL,
     session_id TEXT NOT NULL,
-    text TEXT NOT NULL,
     tokens INTEGER NOT NULL,
     score REAL,
     verified INTEGER NOT NULL,
     iterations INTEGER NOT NULL,
     compressor TEXT NOT NULL,
     level INTEGER NOT NULL,
-    created_at TEXT NOT NULL
+    created_at TEXT NOT NULL,
+    parent_id TEXT,
+    summarizes_json TEXT NOT NULL,
+    text TEXT NOT NULL
 );
 CREATE INDEX IF NOT EXISTS mementos_scope ON mementos (namespace, session_id, rid);
-CREATE TABLE IF NOT EXISTS summarizes (
-    memento_id TEXT NOT NULL, target_id TEXT NOT NULL, position INTEGER NOT NULL,
-    PRIMARY KEY (memento_id, target_id)
-) WITHOUT ROWID;
-CREATE INDEX IF NOT EXISTS summarizes_target ON summarizes (target_id);
+CREATE VIEW IF NOT EXISTS summarizes (memento_id, target_id, position) AS
+    SELECT m.id, t.value, t.key FROM mementos m, json_each(m.summarizes_json) t;
+CREATE TABLE IF NOT EXISTS mention_queue (rid INTEGER PRIMARY KEY, namespace TEXT NOT NULL, data BLOB NOT NULL);
 CREATE TABLE IF NOT EXISTS entities (
     id TEXT PRIMARY KEY, namespace TEXT NOT NULL, key TEXT NOT NULL, name TEXT NOT NULL, kind TEXT NOT NULL
 ) WITHOUT ROWID;
 CREATE TABLE IF NOT EXISTS mentions (
     source_id TEXT NOT NULL, entity_id TEXT NOT NULL, count INTEGER NOT NULL, PRIMARY KEY (source_id, entity_id)
 ) WITHOUT ROWID;
-CREATE INDEX IF NOT EXISTS mentions_entity ON mentions (entity_id, count DESC, source_id);
+"""
+    + _MENTIONS_ENTITY_INDEX
+    + """;
 CREATE TABLE IF NOT EXISTS pages (
     id TEXT PRIMARY KEY, namespace TEXT NOT NULL, session_id TEXT NOT NULL, number INTEGER NOT NULL,
     first_turn INTEGER NOT NULL, last_turn INTEGER NOT NULL, summary TEXT NOT NULL, topics_json TEXT NOT NULL
@@ -109,16 +125,117 @@ CREATE TABLE IF NOT EXISTS events (
     message_index INTEGER, sha256 TEXT NOT NULL, payload BLOB NOT NULL, block_ids_json TEXT NOT NULL,
     created_at TEXT NOT NULL, PRIMARY KEY (namespace, session_id, seq), UNIQUE (namespace, session_id, key)
 ) WITHOUT ROWID;
-CREATE INDEX IF NOT EXISTS events_messages ON events (namespace, session_id, message_index);
+CREATE INDEX IF NOT EXISTS events_messages ON events (namespace, session_id, message_index)
+    WHERE message_index IS NOT NULL;
 CREATE VIRTUAL TABLE IF NOT EXISTS text_fts USING fts5 (
     text, item_id UNINDEXED, namespace UNINDEXED, session_id UNINDEXED, tokenize = 'unicode61'
 );
 """
+)
 
 _BLOCK_COLUMNS: Final = (
     'id, session_id, namespace, seq, first_message, last_message, tokens, sha256, messages_json, kind, text, started_at'
 )
-_MEMENTO_COLUMNS: Final = 'id, session_id, namespace, text, tokens, score, verified, iterations, compressor, level'
+_MEMENTO_COLUMNS: Final = (
+    'id, session_id, namespace, text, tokens, score, verified, iterations, compressor, level, summarizes_json'
+)
+_FORMAT_1: Final = 'mementograph-sqlite-1'
+
+
+def _migrate_from_1(conn: sqlite3.Connection) -> None:
+    """Rewrite a format-1 file as format 2, inside the caller's transaction (all of it or none of it).
+
+    Blocks and mementos are copied into the new column order with their `rid`s, so the full-text marks in `meta`
+    stay valid; each target's `memento_id` / `parent_id` is the first memento (by `rid`) of its namespace that
+    summarized it, which is what `memento_of` read from the old link table. The entity index was already built.
+    """
+    conn.execute('DROP INDEX blocks_scope')
+    conn.execute('DROP INDEX mementos_scope')
+    conn.execute('DROP INDEX events_messages')
+    conn.execute('ALTER TABLE blocks RENAME TO blocks_v1')
+    conn.execute('ALTER TABLE mementos RENAME TO mementos_v1')
+    # statement by statement: executescript would commit the caller's transaction
+    for statement in _SCHEMA.split(';'):
+        if statement.strip() and 'CREATE VIEW' not in statement:
+            conn.execute(statement)
+    first_memento = (
+        '(SELECT s.memento_id FROM summarizes_v1 s JOIN mementos_v1 m ON m.id = s.memento_id '
+        'WHERE s.target_id = {alias}.id AND m.namespace = {alias}.namespace ORDER BY m.rid LIMIT 1)'
+    )
+    conn.execute('ALTER TABLE summarizes RENAME TO summarizes_v1')
+    conn.execute(
+        'INSERT INTO blocks (rid, id, namespace, session_id, seq, kind, first_message, last_message, tokens, sha256, '
+        'started_at, created_at, memento_id, text, messages_json) '
+        'SELECT b.rid, b.id, b.namespace, b.session_id, b.seq, b.kind, b.first_message, b.last_message, b.tokens, '
+        f'b.sha256, b.started_at, b.created_at, {first_memento.format(alias="b")}, b.text, b.messages_json '
+        'FROM blocks_v1 b ORDER BY b.rid'
+    )
+    targets: dict[str, list[str]] = {}
+    for memento_id, target_id in conn.execute(
+        'SELECT memento_id, target_id FROM summarizes_v1 ORDER BY memento_id, position'
+    ):
+        targets.setdefault(memento_id, []).append(target_id)
+    old = conn.execute(
+        'SELECT p.rid, p.id, p.namespace, p.session_id, p.tokens, p.score, p.verified, p.iterations, p.compressor, '
+        f'p.level, p.created_at, {first_memento.format(alias="p")}, p.text FROM mementos_v1 p ORDER BY p.rid'
+    )
+    while rows := old.fetchmany(1000):
+        conn.executemany(
+            'INSERT INTO mementos (rid, id, namespace, session_id, tokens, score, verified, iterations, compressor, '
+            'level, created_at, parent_id, summarizes_json, text) VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?)',
+            [(*row[:12], json.dumps(targets.get(row[1], [])), row[12]) for row in rows],
+        )
+    for table in ('blocks_v1', 'mementos_v1', 'summarizes_v1'):
+        conn.execute(f'DROP TABLE {table}')
+    conn.execute(next(s for s in _SCHEMA.split(';') if 'CREATE VIEW' in s))
+    conn.execute("UPDATE meta SET value = ? WHERE key = 'format'", (FORMAT,))
+
+
+_QUEUE_BATCH: Final = 500
+"""`mention_queue` rows (evictions) indexed per transaction."""
+_REBUILD_QUEUE_ROWS: Final = 1000
+"""A backlog this long may be worth rebuilding the by-entity index for (`_index_mentions`)."""
+_INSERT_SESSION: Final = 'INSERT OR IGNORE INTO sessions (namespace, id, created_at) VALUES (?, ?, ?)'
+_INSERT_BLOCK: Final = (
+    'INSERT INTO blocks (id, namespace, session_id, seq, kind, first_message, last_message, tokens, sha256, '
+    'started_at, created_at, memento_id, text, messages_json) VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?) '
+    'ON CONFLICT (id) DO NOTHING'
+)
+_INSERT_MEMENTO: Final = (
+    'INSERT INTO mementos (id, namespace, session_id, tokens, score, verified, iterations, compressor, level, '
+    'created_at, parent_id, summarizes_json, text) VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?) '
+    'ON CONFLICT (id) DO NOTHING'
+)
+
+_LINK_BLOCK: Final = 'UPDATE blocks SET memento_id = ? WHERE id = ? AND namespace = ? AND memento_id IS NULL'
+_LINK_MEMENTO: Final = 'UPDATE mementos SET parent_id = ? WHERE id = ? AND namespace = ? AND parent_id IS NULL'
+
+
+def _encode_mentions(mentions: Sequence[Mention]) -> bytes:
+    """An eviction's `MENTIONS` in order, grouped by source: `[[source_id, key, name, kind, count, key, ...], ...]`.
+
+    Flat lists because encoding sits on the eviction path (~100 mentions a block); compressed because entity
+    names repeat (~4 KB of JSON becomes ~1 KB on the page).
+    """
+    groups: list[list[str | int]] = []
+    group: list[str | int] = []
+    source = None
+    for mention in mentions:
+        if mention.source_id != source:
+            source = mention.source_id
+            group = [source]
+            groups.append(group)
+        entity = mention.entity
+        group += (entity.key, entity.name, entity.kind, mention.count)
+    return zlib.compress(json.dumps(groups, separators=(',', ':')).encode(), 1)
+
+
+def _decode_mentions(data: bytes) -> Iterator[tuple[str, str, str, str, int]]:
+    """`(source_id, key, name, kind, count)` of a `mention_queue` row, in the order they were written."""
+    for group in json.loads(zlib.decompress(data)):
+        source_id = group[0]
+        for i in range(1, len(group), 4):
+            yield source_id, group[i], group[i + 1], group[i + 2], group[i + 3]
 
 
 def _block(row: sqlite3.Row) -> BlockRecord:
@@ -154,10 +271,12 @@ class SqliteStore:
     """Graph store on one SQLite file (or in memory).
 
     Block text is not stored: the full-text index renders it from the archived messages, lazily, at the first
-    search after an eviction (`BlockRecord.text` reads back empty). One eviction is one `BEGIN IMMEDIATE ... COMMIT`
-    transaction; WAL with `synchronous=NORMAL` means a process
-    killed after `COMMIT` loses nothing and one killed before leaves nothing. Another process writing the same
-    file is waited for up to `busy_timeout` seconds, then `StoreBusyError` names the file.
+    search after an eviction (`BlockRecord.text` reads back empty); entity mentions likewise wait in
+    `mention_queue` until the first entity read. One eviction is one `BEGIN IMMEDIATE ... COMMIT` transaction; WAL
+    with `synchronous=NORMAL` writes the commit to the WAL file before `COMMIT` returns, so a process killed after
+    it loses nothing and one killed before leaves nothing (a power cut may lose the last commits, never corrupt the
+    file). Another process writing the same file is waited for up to `busy_timeout` seconds, then `StoreBusyError`
+    names the file.
     """
 
     def __init__(self, path: str | Path | None, *, uri: str | None = None, busy_timeout: float = DEFAULT_BUSY_TIMEOUT):
@@ -199,12 +318,16 @@ class SqliteStore:
             conn.execute('PRAGMA journal_mode = WAL')
             conn.execute('PRAGMA synchronous = NORMAL')
             conn.execute('PRAGMA cache_size = -65536')  # 64 MiB: index pages stay hot at 100k blocks
+            conn.execute('PRAGMA secure_delete = ON')  # deleted rows are zeroed, not left readable in the file
             self._init_schema(conn)
         except sqlite3.OperationalError as exc:
             conn.close()
             if 'locked' in str(exc) or 'busy' in str(exc):
                 raise StoreBusyError(self._busy_message()) from exc
             raise StoreUnavailableError(f'cannot use {self._where()}: {exc}') from exc
+        except StoreError:
+            conn.close()
+            raise
         except sqlite3.DatabaseError as exc:
             conn.close()
             raise StoreUnavailableError(
@@ -220,7 +343,14 @@ class SqliteStore:
             raise sqlite3.DatabaseError('it holds tables of another application')
         if row is not None:
             fmt = conn.execute("SELECT value FROM meta WHERE key = 'format'").fetchone()
-            if fmt is None or fmt[0] != FORMAT:
+            if fmt is not None and fmt[0] == _FORMAT_1:
+                self._migrate(conn)
+            elif fmt is not None and str(fmt[0]).startswith('mementograph-sqlite-') and fmt[0] != FORMAT:
+                raise StoreUnavailableError(
+                    f'{self._where()} holds format {fmt[0]!r}, which a newer mementograph wrote (this one reads '
+                    f'{FORMAT!r} and {_FORMAT_1!r}); upgrade mementograph or choose another --store'
+                )
+            elif fmt is None or fmt[0] != FORMAT:
                 raise sqlite3.DatabaseError(f'unknown format {fmt[0] if fmt else None!r}, expected {FORMAT!r}')
             return
         # executescript commits any open transaction first, so the whole setup is one script.
@@ -231,6 +361,23 @@ class SqliteStore:
         except BaseException:
             if conn.in_transaction:
                 conn.execute('ROLLBACK')
+            raise
+
+    def _migrate(self, conn: sqlite3.Connection) -> None:
+        """Migrate a format-1 file in one transaction: a failure (or a kill) leaves it format 1, whole."""
+        conn.execute('BEGIN IMMEDIATE')
+        try:
+            fmt = conn.execute("SELECT value FROM meta WHERE key = 'format'").fetchone()
+            if fmt is not None and fmt[0] == _FORMAT_1:  # another process may have migrated it while we waited
+                _migrate_from_1(conn)
+            conn.execute('COMMIT')
+        except BaseException as exc:
+            if conn.in_transaction:
+                conn.execute('ROLLBACK')
+            if isinstance(exc, sqlite3.Error):
+                raise type(exc)(
+                    f'migrating it from {_FORMAT_1!r} to {FORMAT!r} failed, nothing changed: {exc}'
+                ) from exc
             raise
 
     def _busy_message(self) -> str:
@@ -300,46 +447,50 @@ class SqliteStore:
     # -- writes -----------------------------------------------------------------------------------------------
 
     def write_eviction(self, eviction: Eviction) -> None:
+        """One transaction; see the schema notes for why each link lives where it does.
+
+        `SUMMARIZES` is the memento's `summarizes_json`; reversed, it is the target's `memento_id` (a block) or
+        `parent_id` (a memento): the first memento of the namespace written with the target present, as on
+        Neo4j, where the edge exists only if the target did. `MENTIONS` go to `mention_queue` in order and reach
+        the entity index at the next read that needs it, with the same first-write-wins outcome.
+        """
         created = now_iso()
         ns, sid = eviction.namespace, eviction.session_id
+        first: dict[str, str] = {}  # target id -> the first memento of this eviction that summarizes it
+        for memento in eviction.mementos:
+            for target in memento.summarizes:
+                first.setdefault(target, memento.id)
+        queued = _encode_mentions(eviction.mentions) if eviction.mentions else None
         with self._write() as conn:
-            conn.execute(
-                'INSERT OR IGNORE INTO sessions (namespace, id, created_at) VALUES (?, ?, ?)', (ns, sid, created)
-            )
+            conn.execute(_INSERT_SESSION, (ns, sid, created))
+            linked: set[str] = set()  # targets whose row this eviction wrote, with its pointer
             for block in eviction.blocks:
-                conn.execute(
-                    'INSERT OR IGNORE INTO blocks (id, namespace, session_id, seq, kind, first_message, last_message, '
-                    'tokens, sha256, messages_json, text, started_at, created_at) '
-                    'VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?)',
+                if conn.execute(
+                    _INSERT_BLOCK,
                     (
                         block.id, ns, sid, block.seq, block.kind, block.first_message, block.last_message,
-                        block.tokens, block.sha256, block.messages_json, '', block.started_at, created,
+                        block.tokens, block.sha256, block.started_at, created, first.get(block.id), '',
+                        block.messages_json,
                     ),
-                )  # fmt: skip
+                ).rowcount:  # fmt: skip
+                    linked.add(block.id)
             for memento in eviction.mementos:
-                cur = conn.execute(
-                    'INSERT OR IGNORE INTO mementos (id, namespace, session_id, text, tokens, score, verified, '
-                    'iterations, compressor, level, created_at) VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?)',
+                if conn.execute(
+                    _INSERT_MEMENTO,
                     (
-                        memento.id, ns, sid, memento.text, memento.tokens, memento.score, int(memento.verified),
-                        memento.iterations, memento.compressor, memento.level, created,
+                        memento.id, ns, sid, memento.tokens, memento.score, int(memento.verified), memento.iterations,
+                        memento.compressor, memento.level, created, first.get(memento.id),
+                        json.dumps(list(memento.summarizes)), memento.text,
                     ),
-                )  # fmt: skip
-                if cur.rowcount == 1:
-                    conn.executemany(
-                        'INSERT OR IGNORE INTO summarizes (memento_id, target_id, position) VALUES (?, ?, ?)',
-                        [(memento.id, target, pos) for pos, target in enumerate(memento.summarizes)],
-                    )
-            for mention in eviction.mentions:
-                entity_id = entity_id_for(ns, mention.entity.key)
-                conn.execute(
-                    'INSERT OR IGNORE INTO entities (id, namespace, key, name, kind) VALUES (?, ?, ?, ?, ?)',
-                    (entity_id, ns, mention.entity.key, mention.entity.name, mention.entity.kind),
-                )
-                conn.execute(
-                    'INSERT OR IGNORE INTO mentions (source_id, entity_id, count) VALUES (?, ?, ?)',
-                    (mention.source_id, entity_id, mention.count),
-                )
+                ).rowcount:  # fmt: skip
+                    linked.add(memento.id)
+            for target, memento_id in first.items():
+                if target not in linked:  # written earlier: it keeps the memento it already has, if any
+                    link = (memento_id, target, ns)
+                    if not conn.execute(_LINK_BLOCK, link).rowcount:
+                        conn.execute(_LINK_MEMENTO, link)
+            if queued is not None:
+                conn.execute('INSERT INTO mention_queue (namespace, data) VALUES (?, ?)', (ns, queued))
             for page in eviction.pages:
                 conn.execute(
                     'INSERT INTO pages (id, namespace, session_id, number, first_turn, last_turn, summary, topics_json) '
@@ -362,38 +513,27 @@ class SqliteStore:
         created = now_iso()
         with self._write() as conn:
             for ns, sid in {(event.namespace, event.session_id) for event in events}:
-                conn.execute(
-                    'INSERT OR IGNORE INTO sessions (namespace, id, created_at) VALUES (?, ?, ?)', (ns, sid, created)
-                )
+                conn.execute(_INSERT_SESSION, (ns, sid, created))
             self._insert_events(conn, events, created)
 
     @staticmethod
     def _insert_events(conn: sqlite3.Connection, events: Sequence[SessionEvent], created: str) -> None:
-        next_seq: dict[tuple[str, str], int] = {}
+        # One statement per event: the next `seq` and the duplicate check (same key: already logged) in SQL.
         for event in events:
-            scope = (event.namespace, event.session_id)
-            exists = conn.execute(
-                'SELECT 1 FROM events WHERE namespace = ? AND session_id = ? AND key = ?', (*scope, event.key)
-            ).fetchone()
-            if exists:
-                continue
-            if scope not in next_seq:
-                row = conn.execute(
-                    'SELECT max(seq) FROM events WHERE namespace = ? AND session_id = ?', scope
-                ).fetchone()
-                next_seq[scope] = -1 if row[0] is None else int(row[0])
-            next_seq[scope] += 1
             conn.execute(
                 'INSERT INTO events (namespace, session_id, seq, key, kind, message_index, sha256, payload, '
-                'block_ids_json, created_at) VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?)',
+                'block_ids_json, created_at) SELECT ?1, ?2, coalesce(max(seq), -1) + 1, ?3, ?4, ?5, ?6, ?7, ?8, ?9 '
+                'FROM events WHERE namespace = ?1 AND session_id = ?2 '
+                'ON CONFLICT (namespace, session_id, key) DO NOTHING',
                 (
-                    *scope, next_seq[scope], event.key, event.kind, event.message_index, event.sha256, event.payload,
-                    json.dumps(list(event.block_ids)), event.created_at or created,
+                    event.namespace, event.session_id, event.key, event.kind, event.message_index, event.sha256,
+                    event.payload, json.dumps(list(event.block_ids)), event.created_at or created,
                 ),
             )  # fmt: skip
 
     def delete_session(self, session_id: str, *, namespace: str = DEFAULT_NAMESPACE) -> int:
         scope = (namespace, session_id)
+        self._index_mentions()  # queued mentions of the session become rows the delete below can find
         with self._write() as conn:
             ids = [
                 row[0]
@@ -411,7 +551,6 @@ class SqliteStore:
                 chunk = ids[chunk_start : chunk_start + 500]
                 marks = ','.join('?' * len(chunk))
                 removed += conn.execute(f'DELETE FROM mentions WHERE source_id IN ({marks})', chunk).rowcount
-                removed += conn.execute(f'DELETE FROM summarizes WHERE memento_id IN ({marks})', chunk).rowcount
                 conn.execute(f'DELETE FROM text_fts WHERE item_id IN ({marks})', chunk)
             for page_id in page_ids:
                 removed += conn.execute('DELETE FROM page_blocks WHERE page_id = ?', (page_id,)).rowcount
@@ -421,7 +560,18 @@ class SqliteStore:
             removed += conn.execute(
                 'DELETE FROM entities WHERE namespace = ? AND id NOT IN (SELECT entity_id FROM mentions)', (namespace,)
             ).rowcount
+        if removed:
+            self._scrub()
         return removed
+
+    def _scrub(self) -> None:
+        """After a delete, leave no trace of the deleted text in the files (issue 8, `forget`): FTS5 keeps deleted
+        terms in its index segments until they are merged, and the WAL keeps old page images until checkpointed
+        (`secure_delete`, set at open, zeroes the freed pages themselves)."""
+        with self._write() as conn:
+            conn.execute("INSERT INTO text_fts (text_fts) VALUES ('optimize')")
+        with self._read() as conn:
+            conn.execute('PRAGMA wal_checkpoint(TRUNCATE)').fetchall()
 
     # -- reads ------------------------------------------------------------------------------------------------
 
@@ -451,7 +601,9 @@ class SqliteStore:
     def last_message_index(self, session_id: str, *, namespace: str = DEFAULT_NAMESPACE) -> int:
         with self._read() as conn:
             row = conn.execute(
-                'SELECT max(message_index) FROM events WHERE namespace = ? AND session_id = ?', (namespace, session_id)
+                'SELECT max(message_index) FROM events WHERE namespace = ? AND session_id = ? '
+                'AND message_index IS NOT NULL',  # the condition lets the (partial) events_messages index answer
+                (namespace, session_id),
             ).fetchone()
         return -1 if row[0] is None else int(row[0])
 
@@ -478,17 +630,6 @@ class SqliteStore:
             rows = conn.execute(
                 f'SELECT {_MEMENTO_COLUMNS} FROM mementos WHERE {where} ORDER BY rid', params
             ).fetchall()
-            targets: dict[str, list[str]] = {row['id']: [] for row in rows}
-            if targets:
-                for start in range(0, len(rows), 500):
-                    chunk = [row['id'] for row in rows[start : start + 500]]
-                    marks = ','.join('?' * len(chunk))
-                    for memento_id, target_id in conn.execute(
-                        f'SELECT memento_id, target_id FROM summarizes WHERE memento_id IN ({marks}) '
-                        'ORDER BY memento_id, position',
-                        chunk,
-                    ):
-                        targets[memento_id].append(target_id)
         return [
             MementoRecord(
                 id=row['id'],
@@ -496,7 +637,7 @@ class SqliteStore:
                 namespace=row['namespace'],
                 text=row['text'],
                 tokens=row['tokens'],
-                summarizes=tuple(targets[row['id']]),
+                summarizes=tuple(json.loads(row['summarizes_json'])),
                 score=row['score'],
                 verified=bool(row['verified']),
                 iterations=row['iterations'],
@@ -520,7 +661,9 @@ class SqliteStore:
     ) -> MementoRecord | None:
         where, params = _scope_sql(namespace, session_id)
         found = self._mementos(
-            f'id IN (SELECT memento_id FROM summarizes WHERE target_id = ?) AND {where}', [target_id, *params]
+            'id = coalesce((SELECT memento_id FROM blocks WHERE id = ?), (SELECT parent_id FROM mementos WHERE id = ?)) '
+            f'AND {where}',
+            [target_id, target_id, *params],
         )
         return found[0] if found else None
 
@@ -585,6 +728,7 @@ class SqliteStore:
 
     def entities_of(self, source_id: str, *, namespace: str = DEFAULT_NAMESPACE) -> list[tuple[EntityRecord, int]]:
         """Entities a block or memento `MENTIONS`, with counts."""
+        self._index_mentions()
         with self._read() as conn:
             rows = conn.execute(
                 'SELECT e.key, e.name, e.kind, m.count FROM mentions m JOIN entities e ON e.id = m.entity_id '
@@ -592,6 +736,66 @@ class SqliteStore:
                 (source_id, namespace),
             ).fetchall()
         return [(EntityRecord(key=row[0], name=row[1], kind=row[2]), row[3]) for row in rows]
+
+    def _index_mentions(self) -> None:
+        """Move queued `MENTIONS` into the entity index (`entities`, `mentions` and its by-entity index).
+
+        Deferred from eviction to the first read that needs it, like the full-text index: a block mentions ~100
+        entities, and indexing them at eviction would write ~200 scattered B-tree pages on the agent's request
+        path. Rows are applied in the order they were written (first name and first count win, as before), in
+        batches, so memory stays bounded however much is queued.
+        """
+        with self._read() as conn:
+            queued = conn.execute('SELECT count(*) FROM mention_queue').fetchone()[0]
+            if not queued:
+                return
+            rebuild = False
+            if queued >= _REBUILD_QUEUE_ROWS:
+                # A backlog as large as the index itself (bulk writes with no entity read between): inserting it
+                # into the by-entity index would rewrite nearly every page of it per batch; building the index
+                # afterwards is one sort.
+                sample = conn.execute('SELECT data FROM mention_queue ORDER BY rid LIMIT 1').fetchone()[0]
+                pending = queued * sum(1 for _ in _decode_mentions(sample))
+                rebuild = pending >= conn.execute('SELECT count(*) FROM mentions').fetchone()[0]
+        if rebuild:
+            with self._write() as conn:
+                conn.execute('DROP INDEX mentions_entity')
+                queue = conn.execute('SELECT rid, namespace, data FROM mention_queue ORDER BY rid')
+                while rows := queue.fetchmany(_QUEUE_BATCH):
+                    self._apply_mentions(conn, rows)
+                conn.execute(_MENTIONS_ENTITY_INDEX)
+                conn.execute('DELETE FROM mention_queue')  # the write lock held throughout: nothing new came in
+            return
+        while True:
+            with self._write() as conn:
+                rows = conn.execute(
+                    'SELECT rid, namespace, data FROM mention_queue ORDER BY rid LIMIT ?', (_QUEUE_BATCH,)
+                ).fetchall()
+                if not rows:
+                    return
+                self._apply_mentions(conn, rows)
+                conn.execute('DELETE FROM mention_queue WHERE rid <= ?', (rows[-1][0],))
+            if len(rows) < _QUEUE_BATCH:
+                return
+
+    @staticmethod
+    def _apply_mentions(conn: sqlite3.Connection, rows: Sequence[sqlite3.Row]) -> None:
+        entities: dict[str, tuple[str, str, str, str, str]] = {}
+        mentions: dict[tuple[str, str], int] = {}
+        for _, namespace, data in rows:
+            for source_id, key, name, kind, count in _decode_mentions(data):
+                entity_id = entity_id_for(namespace, key)
+                entities.setdefault(entity_id, (entity_id, namespace, key, name, kind))
+                mentions.setdefault((source_id, entity_id), count)
+        # first occurrences only, so sorting them (for page locality) cannot change which one wins
+        conn.executemany(
+            'INSERT OR IGNORE INTO entities (id, namespace, key, name, kind) VALUES (?, ?, ?, ?, ?)',
+            sorted(entities.values()),
+        )
+        conn.executemany(
+            'INSERT OR IGNORE INTO mentions (source_id, entity_id, count) VALUES (?, ?, ?)',
+            sorted((source_id, entity_id, count) for (source_id, entity_id), count in mentions.items()),
+        )
 
     def _index_text(self) -> None:
         """Bring the full-text index up to date.
@@ -619,19 +823,19 @@ class SqliteStore:
                 )
                 conn.execute("INSERT OR REPLACE INTO meta (key, value) VALUES ('fts_mementos', ?)", (str(top),))
             done = int(marks.get('fts_blocks', 0))
-            rows = conn.execute(
+            last = done
+            blocks = conn.execute(  # a cursor, not a list: the backlog's bytes never sit in memory all at once
                 'SELECT rid, id, namespace, session_id, messages_json FROM blocks WHERE rid > ? ORDER BY rid', (done,)
-            ).fetchall()
-            for row in rows:
+            )
+            for row in blocks:
                 text = '\n'.join(message_text(m) for m in deserialize_messages(bytes(row['messages_json'])))
                 conn.execute(
                     'INSERT INTO text_fts (text, item_id, namespace, session_id) VALUES (?, ?, ?, ?)',
                     (text, row['id'], row['namespace'], row['session_id']),
                 )
-            if rows:
-                conn.execute(
-                    "INSERT OR REPLACE INTO meta (key, value) VALUES ('fts_blocks', ?)", (str(rows[-1]['rid']),)
-                )
+                last = row['rid']
+            if last > done:
+                conn.execute("INSERT OR REPLACE INTO meta (key, value) VALUES ('fts_blocks', ?)", (str(last),))
 
     def search_text(
         self, query: str, *, k: int = 10, namespace: str = DEFAULT_NAMESPACE, session_id: str | None = None
@@ -651,12 +855,8 @@ class SqliteStore:
             hits: list[TextHit] = []
             for item_id, rank in rows:
                 if item_id.startswith('mem_'):
-                    block_ids = tuple(
-                        r[0]
-                        for r in conn.execute(
-                            'SELECT target_id FROM summarizes WHERE memento_id = ? ORDER BY position', (item_id,)
-                        )
-                    )
+                    found = conn.execute('SELECT summarizes_json FROM mementos WHERE id = ?', (item_id,)).fetchone()
+                    block_ids = () if found is None else tuple(json.loads(found[0]))
                 else:
                     block_ids = (item_id,)
                 hits.append(TextHit(id=item_id, block_ids=block_ids, score=-float(rank)))
@@ -720,6 +920,7 @@ class SqliteStore:
         """
         from ._cypher import sqlite_graph_view
 
+        self._index_mentions()
         with self._read() as conn:
             version = (namespace, conn.total_changes, conn.execute('PRAGMA data_version').fetchone()[0])
             cached: tuple[tuple[str, int, int], Any] | None = getattr(self, '_graph_cache', None)
@@ -735,6 +936,7 @@ class SqliteStore:
         if session_id is not None:
             sess_where += ' AND id = ?'
             sess_params.append(session_id)
+        self._index_mentions()
         with self._read() as conn:
 
             def one(sql: str, args: Sequence[Any]) -> int:
@@ -777,6 +979,7 @@ class SqliteStore:
         from ..recall._values import EntityLookup, EntityPostings, Posting
 
         found: dict[str, tuple[str, str]] = {}
+        self._index_mentions()
         with self._read() as conn:
             for key in dict.fromkeys(keys):
                 low = entity_id_for(namespace, key)
@@ -867,3 +1070,76 @@ class SqliteStore:
                     )
                 )
         return infos
+
+    # -- integrity reads (issue 8: `mementograph verify`) ----------------------------------------------------------
+
+    def scan_blocks(
+        self, *, namespace: str = DEFAULT_NAMESPACE, session_id: str | None = None, after: str = '', limit: int = 256
+    ) -> list[BlockRecord]:
+        """`GraphStore.scan_blocks` on SQLite: a seek on the unique id index per page (the unary `+` keeps the
+        planner off the scope index, whose order would mean sorting the whole scope, bytes included, per page)."""
+        clauses = ['id > ?', '+namespace = ?']
+        params: list[Any] = [after, namespace]
+        if session_id is not None:
+            clauses.append('+session_id = ?')
+            params.append(session_id)
+        with self._read() as conn:
+            rows = conn.execute(
+                f'SELECT {_BLOCK_COLUMNS} FROM blocks WHERE {" AND ".join(clauses)} ORDER BY id LIMIT ?',
+                [*params, max(limit, 0)],
+            ).fetchall()
+        return [_block(row) for row in rows]
+
+    def graph_links(self, *, namespace: str = DEFAULT_NAMESPACE, session_id: str | None = None) -> GraphLinks:
+        """`GraphStore.graph_links` on SQLite. `NEXT` is not stored here: like the graph view (`_cypher`), it is
+        derived from block order, so it can only break through the order itself (which `verify_store` checks)."""
+        block_where, block_params = _scope_sql(namespace, session_id, 'b.')
+        page_where, page_params = _scope_sql(namespace, session_id, 'p.')
+        with self._read() as conn:
+            block_rows = conn.execute(
+                'SELECT b.id, b.session_id, b.kind, b.seq, b.first_message, b.last_message, EXISTS (SELECT 1 FROM '
+                'sessions s WHERE s.namespace = b.namespace AND s.id = b.session_id) AS in_session '
+                f'FROM blocks b WHERE {block_where} ORDER BY b.session_id, b.kind, b.seq, b.id',
+                block_params,
+            ).fetchall()
+            page_rows = conn.execute(
+                'SELECT p.id, p.session_id, p.number, p.first_turn, p.last_turn FROM pages p '
+                f'WHERE {page_where} ORDER BY p.session_id, p.number',
+                page_params,
+            ).fetchall()
+            members: dict[str, list[tuple[str, int]]] = {row[0]: [] for row in page_rows}
+            for page_id, block_id, position in conn.execute(
+                'SELECT pb.page_id, pb.block_id, pb.position FROM page_blocks pb JOIN pages p ON p.id = pb.page_id '
+                f'WHERE {page_where} ORDER BY pb.page_id, pb.position',
+                page_params,
+            ):
+                members[page_id].append((block_id, int(position)))
+        following: dict[str, str] = {}
+        previous: sqlite3.Row | None = None  # the last block of kind 'block', as `_cypher._add_blocks` walks them
+        for row in block_rows:
+            if row['kind'] != 'block':
+                continue
+            if previous is not None and previous['session_id'] == row['session_id']:
+                following[previous['id']] = row['id']
+            previous = row
+        blocks = tuple(
+            BlockLink(
+                id=row['id'], session_id=row['session_id'], kind=row['kind'], seq=row['seq'],
+                first_message=row['first_message'], last_message=row['last_message'],
+                next_ids=(following[row['id']],) if row['id'] in following else (), in_session=bool(row['in_session']),
+            )
+            for row in block_rows
+        )  # fmt: skip
+        # The SUMMARIZES rows are what `list_mementos` reads back: the memento's targets and its edges are one record.
+        mementos = tuple(
+            MementoLink(id=m.id, session_id=m.session_id, level=m.level, summarizes=m.summarizes, targets=m.summarizes)
+            for m in self.list_mementos(namespace=namespace, session_id=session_id)
+        )
+        pages = tuple(
+            PageLink(
+                id=row['id'], session_id=row['session_id'], number=row['number'], first_turn=row['first_turn'],
+                last_turn=row['last_turn'], members=tuple(members[row['id']]),
+            )
+            for row in page_rows
+        )  # fmt: skip
+        return GraphLinks(blocks=blocks, mementos=mementos, pages=pages)

@@ -1,0 +1,79 @@
+"""`mcp`: serve the archived memory to MCP clients, over stdio or streamable HTTP."""
+
+from __future__ import annotations
+
+import argparse
+import os
+import sys
+
+from ._common import CliError, add_store_options, store_from
+
+__all__ = ('register',)
+
+
+def _mcp(args: argparse.Namespace) -> int:
+    # Imported here: the MCP SDK (starlette, uvicorn) adds a second to start-up, which no other command should pay.
+    from ..mcp import DEFAULT_HOST, DEFAULT_PORT, MCP_PATH, TOKEN_ENV, create_server, is_loopback, run_http, run_stdio
+
+    if not args.http:
+        given = [
+            flag
+            for flag, value in (('--host', args.host), ('--port', args.port), ('--token', args.token))
+            if value is not None
+        ]
+        if given:
+            raise CliError(f'{", ".join(given)} only apply with --http (stdio needs no address or token)', code=2)
+    host = (args.host or DEFAULT_HOST).strip()
+    port = DEFAULT_PORT if args.port is None else args.port
+    token = args.token or os.environ.get(TOKEN_ENV) or None
+    if args.http:
+        if not 0 <= port <= 65535:
+            raise CliError(f'--port must be 0-65535, got {port}', code=2)
+        if not token and not is_loopback(host):
+            raise CliError(
+                f'--host {host} is reachable from other machines: set a bearer token (--token or ${TOKEN_ENV}) so '
+                f'clients must authenticate, or bind {DEFAULT_HOST}',
+                code=2,
+            )
+    with store_from(args) as store:
+        server = create_server(store, namespace=args.namespace, session_id=args.session)
+        where = f'namespace {args.namespace!r}' + (f', session {args.session!r}' if args.session else '')
+        if args.http:
+            shown = f'[{host}]' if ':' in host else host
+            auth = 'bearer token required' if token else 'no token, loopback only'
+            print(
+                f'mementograph mcp: serving {store.uri} ({where}) at http://{shown}:{port}{MCP_PATH} ({auth}); '
+                'Ctrl-C stops',
+                file=sys.stderr,
+                flush=True,
+            )
+            run_http(server, host=host, port=port, token=token)
+        else:
+            run_stdio(server)  # stdout is the protocol channel: nothing else may be printed there
+    return 0
+
+
+def register(commands: argparse._SubParsersAction[argparse.ArgumentParser]) -> None:
+    """Add the `mcp` command."""
+    parser = commands.add_parser(
+        'mcp',
+        help='serve memory to MCP clients (Claude Desktop, IDEs): stdio, or HTTP on 127.0.0.1 with --http',
+        description='Serve the archived memory read-only over the Model Context Protocol: tools recall, '
+        'recover_block, list_pages, retrieve_page, query_memory and stats, scoped to one namespace (and one '
+        'session with --session). Stdio by default; --http serves streamable HTTP at http://HOST:PORT/mcp. '
+        'Client configuration: docs/mcp.md.',
+    )
+    add_store_options(parser, json_flag=False)
+    parser.add_argument('--session', help='serve only this session (default: every session of the namespace)')
+    parser.add_argument('--http', action='store_true', help='serve streamable HTTP instead of stdio')
+    parser.add_argument(
+        '--host',
+        help='address to bind with --http (default: 127.0.0.1); any non-loopback address needs a token',
+    )
+    parser.add_argument('--port', type=int, help='port with --http (default: 8765)')
+    parser.add_argument(
+        '--token',
+        help='bearer token HTTP clients must send (default: $MEMENTOGRAPH_MCP_TOKEN; prefer the variable, '
+        'command lines are visible to other users)',
+    )
+    parser.set_defaults(func=_mcp)

@@ -1,0 +1,59 @@
+"""`plot`: the sawtooth (context tokens per request, with and without compaction) of a stored session, as PNG."""
+
+from __future__ import annotations
+
+import argparse
+from pathlib import Path
+
+from .._plot import latest_session, save_sawtooth, sawtooth_from_log, sparkline
+from ..knowledge_graph.store import NotFoundError
+from ._common import CliError, add_store_options, emit, store_from
+
+__all__ = ('register',)
+
+
+def _plot(args: argparse.Namespace) -> int:
+    if args.budget is not None and args.budget <= 0:
+        raise CliError(f'--budget must be a positive number of tokens, not {args.budget}', code=2)
+    with store_from(args) as store:
+        session = args.session or latest_session(store, namespace=args.namespace)
+        if session is None:
+            raise CliError(
+                f'no session in namespace {args.namespace!r} of {store.uri} (run `mementograph demo`)', code=3
+            )
+        try:
+            curve = sawtooth_from_log(store, session, namespace=args.namespace, budget=args.budget)
+        except NotFoundError as exc:
+            raise CliError(f'{exc} (see `mementograph stats`)', code=3) from exc
+    if not curve.context_tokens:
+        raise CliError(f'session {session!r} has no model request in its log: nothing to plot', code=3)
+    out = Path(args.out) if args.out else Path(f'mementograph-{session}.png')
+    if not out.parent.is_dir():
+        raise CliError(f'--out {out}: directory {out.parent} does not exist', code=2)
+    save_sawtooth(curve, out)
+    path = str(out.resolve())
+    data = {**curve.to_json(), 'plot': path}
+    text = (
+        f'session {session}: {len(curve.context_tokens)} requests, peak {curve.peak:,} tokens '
+        f'(without compaction {curve.peak_baseline:,}), {len(curve.compactions)} compactions\n'
+        f'{sparkline(curve.context_tokens, top=curve.budget)}\n'
+        f'sawtooth plot saved to {path}'
+    )
+    emit(args, data, text)
+    return 0
+
+
+def register(commands: argparse._SubParsersAction[argparse.ArgumentParser]) -> None:
+    """Add `plot`."""
+    plot = commands.add_parser(
+        'plot',
+        help='save the sawtooth (context tokens per request) of a stored session as PNG',
+        description='Rebuild context tokens per model request of a stored session from its event log (with memento '
+        'compaction, and what it would have been without) and save the plot as PNG. Exact where the log records '
+        'the context size (each eviction); within a few tokens per memento stub after merges of mementos.',
+    )
+    add_store_options(plot)
+    plot.add_argument('--session', help='the session id (default: the latest session of the namespace)')
+    plot.add_argument('--out', metavar='PATH', help='PNG path (default: ./mementograph-SESSION.png)')
+    plot.add_argument('--budget', type=int, metavar='N', help='draw the high-water mark at N tokens')
+    plot.set_defaults(func=_plot)

@@ -1,0 +1,406 @@
+"""`_server` -- the memory tools over one store, scoped to one namespace (and optionally one session).
+
+Every tool reads through the store's scoped reads, so a block, memento or page of another namespace (or, when the
+server is pinned to a session, of another session) is simply not found. Answers are sized for a context window
+(~3k tokens, like the agent's own memory tools) and long ones are split into parts the caller asks for in turn.
+Anticipated failures (unknown id, refused write, bad Cypher, store down) come back as MCP tool errors with a
+message saying what to do; the SDK turns anything else into a generic tool error, so no call ends the server.
+"""
+
+from __future__ import annotations
+
+import json
+from collections.abc import Iterator, Sequence
+from contextlib import contextmanager
+from dataclasses import asdict, dataclass
+from typing import Annotated, Any, Final
+
+from mcp.server.mcpserver import MCPServer
+from mcp.server.mcpserver.exceptions import ToolError
+from mcp.types import CallToolResult, TextContent, ToolAnnotations
+from pydantic import Field
+
+from ..knowledge_graph import DEFAULT_NAMESPACE, PageRecord
+from ..knowledge_graph.recall import parse_time, recall, render_recall, retrieve_page
+from ..knowledge_graph.store import (
+    NEO4J_SCHEMES,
+    BlockIntegrityError,
+    GraphStore,
+    NotFoundError,
+    ReadOnlyViolationError,
+    StoreError,
+    recover_chain,
+)
+from ..knowledge_graph.store._cypher import DEFAULT_QUERY_TIMEOUT, ScopeViolationError, check_scope
+
+__all__ = ('OUTPUT_CHARS', 'MemoryScope', 'MemoryTools', 'create_server')
+
+OUTPUT_CHARS: Final = 12_000
+"""Characters one tool answer carries (~3k tokens, the agent tools' budget); longer answers come in parts."""
+
+MAX_RECALL_K: Final = 20
+DEFAULT_QUERY_ROWS: Final = 100
+MAX_QUERY_ROWS: Final = 1_000
+MAX_CELL_CHARS: Final = 2_000
+"""A query cell longer than this is cut in the answer (archived messages are one `recover_block` away)."""
+MAX_SESSIONS_LISTED: Final = 50
+
+_READ_ONLY: Final = ToolAnnotations(read_only_hint=True, destructive_hint=False, idempotent_hint=True)
+
+
+@dataclass(frozen=True)
+class MemoryScope:
+    """What a server may read: one namespace, and one session of it or (`session_id=None`) all of them."""
+
+    namespace: str = DEFAULT_NAMESPACE
+    session_id: str | None = None
+
+
+def _parts(text: str, limit: int | None = None) -> list[str]:
+    """`text` in pieces of at most `limit` (default `OUTPUT_CHARS`) characters, cut after a newline when one is in
+    the second half."""
+    limit = OUTPUT_CHARS if limit is None else limit
+    pieces: list[str] = []
+    while len(text) > limit:
+        cut = text.rfind('\n', limit // 2, limit)
+        cut = limit if cut < 0 else cut + 1
+        pieces.append(text[:cut])
+        text = text[cut:]
+    pieces.append(text)
+    return pieces
+
+
+def _pick(pieces: Sequence[str], part: int) -> tuple[int, str]:
+    index = min(max(part, 1), len(pieces))
+    return index, pieces[index - 1]
+
+
+def _cut_cells(value: Any) -> Any:
+    """Query values as JSON-ready data with long strings cut (bytes as UTF-8 text when they are, else a note)."""
+    if isinstance(value, bytes | bytearray):
+        try:
+            value = bytes(value).decode('utf-8')
+        except UnicodeDecodeError:
+            return f'<{len(value)} bytes>'
+    if isinstance(value, str):
+        if len(value) > MAX_CELL_CHARS:
+            return value[:MAX_CELL_CHARS] + f'...[{len(value) - MAX_CELL_CHARS} more characters cut]'
+        return value
+    if isinstance(value, dict):
+        return {str(key): _cut_cells(item) for key, item in value.items()}
+    if isinstance(value, list | tuple):
+        return [_cut_cells(item) for item in value]
+    if value is None or isinstance(value, bool | int | float):
+        return value
+    return str(value)
+
+
+class MemoryTools:
+    """The six read-only memory tools, bound to one open store and one scope.
+
+    Library code can call the methods directly; `create_server` registers them on an `MCPServer`.
+    """
+
+    def __init__(self, store: GraphStore, scope: MemoryScope | None = None) -> None:
+        self.store = store
+        self.scope = scope or MemoryScope()
+
+    # -- scope ------------------------------------------------------------------------------------------------
+
+    def _session(self, requested: str | None) -> str | None:
+        """The session a call reads: the pinned one, else the caller's, else `None` (the whole namespace)."""
+        requested = (requested or '').strip() or None
+        pinned = self.scope.session_id
+        if requested is None:
+            return pinned
+        if pinned is not None and requested != pinned:
+            raise ToolError(f'This server serves session {pinned!r} only; leave session_id out.')
+        return requested
+
+    def _where(self, session_id: str | None) -> str:
+        where = f'namespace {self.scope.namespace!r}'
+        return where + (f', session {session_id!r}' if session_id else '')
+
+    @contextmanager
+    def _store_errors(self) -> Iterator[None]:
+        """Store failures as tool errors with the store's own message (it says what to check)."""
+        try:
+            yield
+        except ToolError:
+            raise
+        except (StoreError, ValueError) as exc:
+            raise ToolError(str(exc)) from exc
+
+    # -- tools ------------------------------------------------------------------------------------------------
+
+    def recall(
+        self,
+        query: Annotated[str, Field(description='What to look for: names, files, symbols, errors, values, dates.')],
+        k: Annotated[int, Field(description=f'How many blocks to return (1-{MAX_RECALL_K}).')] = 5,
+        session_id: Annotated[str | None, Field(description='Only this session (default: all in scope).')] = None,
+        since: Annotated[str | None, Field(description='Only blocks that started at/after this ISO-8601 time.')] = None,
+        until: Annotated[str | None, Field(description='Only blocks that started before this ISO-8601 time.')] = None,
+    ) -> str:
+        """Find archived conversation blocks by the entities and words they mention (entity graph + BM25, fused),
+        best first, each with its memento and why it matched. Recover any hit exactly with `recover_block`."""
+        if not query.strip():
+            raise ToolError('Give a query: the names, files, errors or values you are looking for.')
+        for name, value in (('since', since), ('until', until)):
+            if value is not None and value.strip() and parse_time(value) is None:
+                raise ToolError(f'{name}={value!r} is not an ISO-8601 time (e.g. 2024-05-01 or 2024-05-01T13:00:00Z).')
+        session = self._session(session_id)
+        with self._store_errors():
+            hits = recall(
+                self.store,
+                query,
+                max(1, min(k, MAX_RECALL_K)),
+                namespace=self.scope.namespace,
+                session_id=session,
+                since=(since or '').strip() or None,
+                until=(until or '').strip() or None,
+            )
+        return render_recall(hits, query, max_chars=OUTPUT_CHARS)
+
+    def recover_block(
+        self,
+        block_id: Annotated[str, Field(description='A block id (blk_..., prt_...) or a memento id (mem_...).')],
+        part: Annotated[int, Field(description='Part of a long answer (1-based); the header names the next.')] = 1,
+        session_id: Annotated[str | None, Field(description='Only look in this session.')] = None,
+    ) -> CallToolResult:
+        """Recover an archived block (or every block under a memento) exactly as it was: the original pydantic-ai
+        messages as JSON, after checking each block's sha256. Long answers come in parts; concatenating the JSON
+        of all parts in order gives the whole document."""
+        session = self._session(session_id)
+        wanted = block_id.strip()
+        with self._store_errors():
+            try:
+                blocks = recover_chain(self.store, wanted, namespace=self.scope.namespace, session_id=session)
+            except NotFoundError:
+                raise ToolError(
+                    f'No archived block {wanted!r} in {self._where(session)}. Use an id that a memento, '
+                    '`recall` or `retrieve_page` names (blk_..., prt_... or mem_...).'
+                ) from None
+            except BlockIntegrityError as exc:
+                raise ToolError(f'Block {wanted!r} failed its sha256 check and was not returned: {exc}') from exc
+        document = {
+            'id': wanted,
+            'namespace': self.scope.namespace,
+            'blocks': [
+                {
+                    'block_id': block.record.id,
+                    'session_id': block.record.session_id,
+                    'kind': block.record.kind,
+                    'seq': block.record.seq,
+                    'first_message': block.record.first_message,
+                    'last_message': block.record.last_message,
+                    'sha256': block.record.sha256,
+                    'sha256_verified': True,
+                    'messages': json.loads(block.record.messages_json),
+                }
+                for block in blocks
+            ],
+        }
+        pieces = _parts(json.dumps(document, ensure_ascii=False))
+        index, piece = _pick(pieces, part)
+        listed = [
+            f'{b.record.id} (session {b.record.session_id}, messages {b.record.first_message}-'
+            f'{b.record.last_message}, sha256 {b.record.sha256[:16]}...)'
+            for b in blocks[:10]
+        ]
+        if len(blocks) > 10:
+            listed.append(f'and {len(blocks) - 10} more')
+        header = (
+            f'Recovered {len(blocks)} block{"s" if len(blocks) != 1 else ""} for {wanted}, sha256 verified, '
+            f'byte-exact: {", ".join(listed)}. JSON part {index} of {len(pieces)}'
+        )
+        header += f'; next: recover_block("{wanted}", part={index + 1})' if index < len(pieces) else ''
+        return CallToolResult(
+            content=[TextContent(type='text', text=header + '.'), TextContent(type='text', text=piece)]
+        )
+
+    def list_pages(
+        self,
+        session_id: Annotated[str | None, Field(description='Only this session (default: all in scope).')] = None,
+        part: Annotated[int, Field(description='Part of a long listing (1-based).')] = 1,
+    ) -> str:
+        """List the paged index of archived conversation: per session, each page's id, turns, block count, summary
+        and topics. `retrieve_page` returns a page's blocks; `recall` searches all of them."""
+        session = self._session(session_id)
+        with self._store_errors():
+            pages = self.store.list_pages(namespace=self.scope.namespace, session_id=session)
+        if not pages:
+            return f'No pages archived yet in {self._where(session)}.'
+        by_session: dict[str, list[PageRecord]] = {}
+        for page in pages:
+            by_session.setdefault(page.session_id, []).append(page)
+        lines = [
+            f'MEMORY PAGES in {self._where(session)}: {len(pages)} page{"s" if len(pages) != 1 else ""} in '
+            f'{len(by_session)} session{"s" if len(by_session) != 1 else ""}. retrieve_page(page_id) returns a '
+            "page's blocks; recall(query) searches all of them."
+        ]
+        for sid, records in by_session.items():
+            lines.append(f'session {sid} ({len(records)} pages):')
+            for page in records:
+                size = f'{len(page.block_ids)} block{"s" if len(page.block_ids) != 1 else ""}'
+                head = f'page {page.number} {page.id} (turns {page.first_turn}-{page.last_turn}, {size})'
+                if page.summary:
+                    lines.append(f'  {head}: {page.summary} | topics: {", ".join(page.topics) or "-"}')
+                else:
+                    lines.append(f'  (open) {head}')
+        pieces = _parts('\n'.join(lines))
+        index, piece = _pick(pieces, part)
+        if len(pieces) == 1:
+            return piece
+        footer = f'\n[pages: part {index} of {len(pieces)}'
+        scope = f'session_id="{session}", ' if session and not self.scope.session_id else ''
+        footer += f'; next: list_pages({scope}part={index + 1})]' if index < len(pieces) else ']'
+        return piece.rstrip('\n') + footer
+
+    def retrieve_page(
+        self,
+        page_id: Annotated[str, Field(description='A page id (pg_...) from list_pages, or its number.')],
+        part: Annotated[int, Field(description='Part of a long page (1-based); the header names the next.')] = 1,
+        session_id: Annotated[str | None, Field(description='The session a page number belongs to.')] = None,
+    ) -> str:
+        """Return the archived blocks of one page of the memory index, rendered as text and hash-checked, within a
+        token cap per part."""
+        session = self._session(session_id)
+        wanted = page_id.strip()
+        with self._store_errors():
+            pages = self.store.list_pages(namespace=self.scope.namespace, session_id=session)
+            found = [page for page in pages if page.id == wanted]
+            if not found:
+                number = wanted.removeprefix('page ').removeprefix('p').strip()
+                found = [page for page in pages if str(page.number) == number]
+            if not found:
+                raise ToolError(
+                    f'No page {wanted!r} in {self._where(session)} ({len(pages)} pages); list_pages() names them.'
+                )
+            sessions = sorted({page.session_id for page in found})
+            if len(sessions) > 1:
+                raise ToolError(
+                    f'Page number {wanted!r} exists in sessions {", ".join(sessions)}: pass the page id (pg_...) '
+                    'or session_id.'
+                )
+            record = found[0]
+            return retrieve_page(
+                self.store, record.id, session_id=record.session_id, namespace=self.scope.namespace, part=part
+            )
+
+    def query_memory(
+        self,
+        cypher: Annotated[str, Field(description='A read-only Cypher query; $namespace and $session_id are bound.')],
+        params: Annotated[dict[str, Any] | None, Field(description='Other query parameters by name.')] = None,
+        session_id: Annotated[
+            str | None, Field(description='Only this session: bound to $session_id, and every node must be in it.')
+        ] = None,
+        limit: Annotated[int, Field(description=f'Most rows (1-{MAX_QUERY_ROWS}); more is an error.')] = 100,
+    ) -> str:
+        """Run a read-only Cypher query over the memory graph and return its rows as JSON.
+
+        Graph: (:Session {id, namespace}), (:EvictedBlock {id, session_id, seq, kind, tokens, sha256}),
+        (:Memento {id, session_id, text, score, verified}), (:Page {id, session_id, number, summary, topics}),
+        (:Entity {key, name, kind}); edges SUMMARIZES (Memento->EvictedBlock), IN_SESSION, NEXT, CONTAINS
+        (Page->EvictedBlock), MENTIONS {count}. The query sees only this server's namespace: give one node of each
+        pattern {namespace: $namespace} (Neo4j refuses a pattern without it). With a session in effect, every node
+        must be in it: {session_id: $session_id}, reached over NEXT/SUMMARIZES/CONTAINS/IN_SESSION, or an Entity
+        one MENTIONS hop away. Writes, LOAD CSV and procedures are refused. The embedded store runs a documented
+        subset of Cypher; Neo4j runs any read query.
+        """
+        session = self._session(session_id)
+        rows_limit = max(1, min(limit, MAX_QUERY_ROWS))
+        try:
+            if session is not None:  # the store keeps the namespace; the session is this server's promise
+                check_scope(cypher, namespace=False, session=True)
+            rows = self.store.query(
+                cypher,
+                params or {},
+                session_id=session,
+                namespace=self.scope.namespace,
+                limit=rows_limit,
+                timeout=DEFAULT_QUERY_TIMEOUT,
+            )
+        except ReadOnlyViolationError as exc:
+            raise ToolError(f'Refused, query_memory is read-only: {exc}') from exc
+        except ScopeViolationError as exc:
+            raise ToolError(f'Refused, query_memory stays in {self._where(session)}: {exc}') from exc
+        except (StoreError, ValueError) as exc:
+            raise ToolError(f'Query failed: {exc}') from exc
+        shown: list[Any] = []
+        used = 0
+        for row in rows:
+            cells = _cut_cells(row)
+            size = len(json.dumps(cells, ensure_ascii=False, default=str)) + 2
+            if shown and used + size > OUTPUT_CHARS:
+                break
+            shown.append(cells)
+            used += size
+        answer: dict[str, Any] = {'row_count': len(rows), 'rows': shown}
+        if len(shown) < len(rows):
+            answer['note'] = (
+                f'showing {len(shown)} of {len(rows)} rows to fit the answer; return fewer columns or page with '
+                'ORDER BY ... SKIP ... LIMIT'
+            )
+        return json.dumps(answer, ensure_ascii=False, indent=1, default=str)
+
+    def stats(
+        self, session_id: Annotated[str | None, Field(description='Only this session.')] = None
+    ) -> dict[str, Any]:
+        """Counts of what the memory holds in scope (sessions, blocks, mementos, pages, entities, tokens saved),
+        with the most recent session ids."""
+        session = self._session(session_id)
+        with self._store_errors():
+            counts = self.store.stats(namespace=self.scope.namespace, session_id=session)
+            sessions = [s.id for s in self.store.list_sessions(namespace=self.scope.namespace)]
+        if session is not None:
+            sessions = [sid for sid in sessions if sid == session]
+        scheme = self.store.uri.partition('://')[0].lower()
+        data: dict[str, Any] = {
+            'backend': 'neo4j' if scheme in NEO4J_SCHEMES else scheme,
+            'namespace': self.scope.namespace,
+            'session_id': session,
+            **asdict(counts),
+            'tokens_saved': counts.tokens_saved,
+            'recent_sessions': sessions[-MAX_SESSIONS_LISTED:],
+        }
+        data.pop('details', None)
+        return data
+
+
+def _instructions(scope: MemoryScope) -> str:
+    where = f'namespace {scope.namespace!r}' + (f', session {scope.session_id!r}' if scope.session_id else '')
+    return (
+        'Long-term memory of past agent conversations (mementograph), read-only, scoped to '
+        f'{where}. Completed conversation blocks were archived with a short memento each; every block is '
+        'recoverable byte for byte. recall(query) finds blocks by the entities and words they mention; '
+        'recover_block(id) returns a block (or all blocks under a memento) exactly, sha256-checked; list_pages() '
+        'and retrieve_page(page_id) browse the paged index; query_memory(cypher) runs read-only Cypher over the '
+        'memory graph; stats() counts what is stored.'
+    )
+
+
+def create_server(
+    store: GraphStore, *, namespace: str = DEFAULT_NAMESPACE, session_id: str | None = None
+) -> MCPServer[Any]:
+    """An MCP server exposing `store` read-only through `recall`, `recover_block`, `list_pages`, `retrieve_page`,
+    `query_memory` and `stats`.
+
+    The caller owns `store` (opens it before serving, closes it after). Run the server with `run_stdio` or
+    `run_http`, or mount `http_app(...)` in an ASGI application.
+
+    Args:
+        store: an open graph store.
+        namespace: the only namespace the tools read.
+        session_id: when given, the only session the tools read; `None` lets them read every session of the
+            namespace (and narrow to one with their `session_id` argument).
+    """
+    from .. import __version__
+
+    scope = MemoryScope(namespace=namespace, session_id=session_id or None)
+    tools = MemoryTools(store, scope)
+    server: MCPServer[Any] = MCPServer(
+        'mementograph', instructions=_instructions(scope), version=__version__, log_level='WARNING'
+    )
+    for name in ('recall', 'recover_block', 'list_pages', 'retrieve_page', 'query_memory', 'stats'):
+        server.add_tool(getattr(tools, name), name=name, annotations=_READ_ONLY, structured_output=name == 'stats')
+    return server

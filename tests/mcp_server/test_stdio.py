@@ -1,0 +1,54 @@
+"""`mementograph mcp` over stdio: the SDK's client spawns the real command and calls every tool."""
+
+from __future__ import annotations
+
+import json
+
+from mcp import Client, StdioServerParameters
+
+from mementograph.knowledge_graph.store import open_store
+
+from ._client import TOOLS, error, ok, texts
+from .conftest import MemoryFile, child_env, cli_command
+
+
+def _server(*args: str) -> StdioServerParameters:
+    command, *rest = cli_command(*args)
+    return StdioServerParameters(command=command, args=rest, env=child_env())
+
+
+async def test_every_tool_over_stdio(memory_file: MemoryFile) -> None:
+    store = open_store(memory_file.uri)
+    stats = store.stats(session_id=None)
+    page = store.list_pages(session_id='conv-1')[1]
+    store.close()
+    block = memory_file.default['conv-2'].evictions[-1].blocks[-1]
+    async with Client(_server('--store', memory_file.uri)) as client:
+        assert client.server_info is not None and client.server_info.name == 'mementograph'
+        assert {tool.name for tool in (await client.list_tools()).tools} == TOOLS
+        assert 'adoption' in ok(await client.call_tool('recall', {'query': 'adoption agencies', 'k': 2}))
+        header, body = texts(await client.call_tool('recover_block', {'block_id': block.id}))
+        assert 'sha256 verified' in header
+        assert json.loads(body)['blocks'][0]['messages'] == json.loads(block.messages_json)
+        assert page.id in ok(await client.call_tool('list_pages', {}))
+        assert ok(await client.call_tool('retrieve_page', {'page_id': page.id})).startswith(f'[page 2 {page.id}')
+        rows = json.loads(ok(await client.call_tool('query_memory', {'cypher': 'MATCH (s:Session) RETURN s.id AS id'})))
+        assert sorted(row['id'] for row in rows['rows']) == ['conv-1', 'conv-2']
+        assert 'read-only' in error(await client.call_tool('query_memory', {'cypher': 'CREATE (n) RETURN n'}))
+        assert 'No archived block' in error(await client.call_tool('recover_block', {'block_id': 'blk_0'}))
+        # the server is still there after the errors
+        assert json.loads(ok(await client.call_tool('stats', {})))['blocks'] == stats.blocks
+
+
+async def test_namespace_and_session_flags(memory_file: MemoryFile) -> None:
+    mine = memory_file.other.evictions[0].blocks[0]
+    same_session_other_namespace = memory_file.default['conv-1'].evictions[0].blocks[0]
+    args = ('--store', memory_file.uri, '--namespace', 'other', '--session', 'conv-1')
+    async with Client(_server(*args)) as client:
+        assert 'other' in (client.instructions or '')
+        body = texts(await client.call_tool('recover_block', {'block_id': mine.id}))[1]
+        assert json.loads(body)['blocks'][0]['sha256'] == mine.sha256
+        missing = error(await client.call_tool('recover_block', {'block_id': same_session_other_namespace.id}))
+        assert "namespace 'other', session 'conv-1'" in missing
+        data = json.loads(ok(await client.call_tool('stats', {})))
+        assert (data['namespace'], data['session_id'], data['blocks']) == ('other', 'conv-1', 6)

@@ -1,0 +1,358 @@
+"""Format-1 SQLite files (written before the eviction path was slimmed down) are migrated in place, whole or not
+at all, and read back exactly as the old store read them; formats this version does not know are refused."""
+
+from __future__ import annotations
+
+import json
+import sqlite3
+from pathlib import Path
+
+import pytest
+from pydantic_ai.messages import ModelMessage
+
+from mementograph._messages import message_text
+from mementograph.knowledge_graph import (
+    BlockRecord,
+    EntityRecord,
+    Eviction,
+    MementoRecord,
+    Mention,
+    PageRecord,
+    SessionEvent,
+    entity_id_for,
+    memento_id_for,
+    page_id_for,
+)
+from mementograph.knowledge_graph.store import SqliteStore, StoreBusyError, StoreUnavailableError
+from mementograph.knowledge_graph.store._sqlite import FORMAT
+from tests.builders import rich_history, session_history
+
+# The format-1 schema and write statements, verbatim from the store that wrote such files.
+V1_SCHEMA = """
+CREATE TABLE IF NOT EXISTS meta (key TEXT PRIMARY KEY, value TEXT NOT NULL);
+CREATE TABLE IF NOT EXISTS sessions (
+    namespace TEXT NOT NULL, id TEXT NOT NULL, created_at TEXT NOT NULL, PRIMARY KEY (namespace, id)
+) WITHOUT ROWID;
+CREATE TABLE IF NOT EXISTS blocks (
+    rid INTEGER PRIMARY KEY,
+    id TEXT NOT NULL UNIQUE,
+    namespace TEXT NOT NULL,
+    session_id TEXT NOT NULL,
+    seq INTEGER NOT NULL,
+    kind TEXT NOT NULL,
+    first_message INTEGER NOT NULL,
+    last_message INTEGER NOT NULL,
+    tokens INTEGER NOT NULL,
+    sha256 TEXT NOT NULL,
+    messages_json BLOB NOT NULL,
+    text TEXT NOT NULL,
+    started_at TEXT,
+    created_at TEXT NOT NULL
+);
+CREATE INDEX IF NOT EXISTS blocks_scope ON blocks (namespace, session_id, kind, seq);
+CREATE TABLE IF NOT EXISTS mementos (
+    rid INTEGER PRIMARY KEY,
+    id TEXT NOT NULL UNIQUE,
+    namespace TEXT NOT NULL,
+    session_id TEXT NOT NULL,
+    text TEXT NOT NULL,
+    tokens INTEGER NOT NULL,
+    score REAL,
+    verified INTEGER NOT NULL,
+    iterations INTEGER NOT NULL,
+    compressor TEXT NOT NULL,
+    level INTEGER NOT NULL,
+    created_at TEXT NOT NULL
+);
+CREATE INDEX IF NOT EXISTS mementos_scope ON mementos (namespace, session_id, rid);
+CREATE TABLE IF NOT EXISTS summarizes (
+    memento_id TEXT NOT NULL, target_id TEXT NOT NULL, position INTEGER NOT NULL,
+    PRIMARY KEY (memento_id, target_id)
+) WITHOUT ROWID;
+CREATE INDEX IF NOT EXISTS summarizes_target ON summarizes (target_id);
+CREATE TABLE IF NOT EXISTS entities (
+    id TEXT PRIMARY KEY, namespace TEXT NOT NULL, key TEXT NOT NULL, name TEXT NOT NULL, kind TEXT NOT NULL
+) WITHOUT ROWID;
+CREATE TABLE IF NOT EXISTS mentions (
+    source_id TEXT NOT NULL, entity_id TEXT NOT NULL, count INTEGER NOT NULL, PRIMARY KEY (source_id, entity_id)
+) WITHOUT ROWID;
+CREATE INDEX IF NOT EXISTS mentions_entity ON mentions (entity_id, count DESC, source_id);
+CREATE TABLE IF NOT EXISTS pages (
+    id TEXT PRIMARY KEY, namespace TEXT NOT NULL, session_id TEXT NOT NULL, number INTEGER NOT NULL,
+    first_turn INTEGER NOT NULL, last_turn INTEGER NOT NULL, summary TEXT NOT NULL, topics_json TEXT NOT NULL
+) WITHOUT ROWID;
+CREATE INDEX IF NOT EXISTS pages_scope ON pages (namespace, session_id, number);
+CREATE TABLE IF NOT EXISTS page_blocks (
+    page_id TEXT NOT NULL, block_id TEXT NOT NULL, position INTEGER NOT NULL, PRIMARY KEY (page_id, block_id)
+) WITHOUT ROWID;
+CREATE TABLE IF NOT EXISTS events (
+    namespace TEXT NOT NULL, session_id TEXT NOT NULL, seq INTEGER NOT NULL, key TEXT NOT NULL, kind TEXT NOT NULL,
+    message_index INTEGER, sha256 TEXT NOT NULL, payload BLOB NOT NULL, block_ids_json TEXT NOT NULL,
+    created_at TEXT NOT NULL, PRIMARY KEY (namespace, session_id, seq), UNIQUE (namespace, session_id, key)
+) WITHOUT ROWID;
+CREATE INDEX IF NOT EXISTS events_messages ON events (namespace, session_id, message_index);
+CREATE VIRTUAL TABLE IF NOT EXISTS text_fts USING fts5 (
+    text, item_id UNINDEXED, namespace UNINDEXED, session_id UNINDEXED, tokenize = 'unicode61'
+);
+"""
+
+CREATED = '2025-01-01T00:00:00+00:00'
+
+
+def write_v1(conn: sqlite3.Connection, eviction: Eviction) -> None:
+    """The format-1 store's `write_eviction`."""
+    ns, sid = eviction.namespace, eviction.session_id
+    conn.execute('BEGIN IMMEDIATE')
+    conn.execute('INSERT OR IGNORE INTO sessions (namespace, id, created_at) VALUES (?, ?, ?)', (ns, sid, CREATED))
+    for block in eviction.blocks:
+        conn.execute(
+            'INSERT OR IGNORE INTO blocks (id, namespace, session_id, seq, kind, first_message, last_message, '
+            'tokens, sha256, messages_json, text, started_at, created_at) VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?)',
+            (
+                block.id, ns, sid, block.seq, block.kind, block.first_message, block.last_message, block.tokens,
+                block.sha256, block.messages_json, '', block.started_at, CREATED,
+            ),
+        )  # fmt: skip
+    for memento in eviction.mementos:
+        cur = conn.execute(
+            'INSERT OR IGNORE INTO mementos (id, namespace, session_id, text, tokens, score, verified, iterations, '
+            'compressor, level, created_at) VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?)',
+            (
+                memento.id, ns, sid, memento.text, memento.tokens, memento.score, int(memento.verified),
+                memento.iterations, memento.compressor, memento.level, CREATED,
+            ),
+        )  # fmt: skip
+        if cur.rowcount == 1:
+            conn.executemany(
+                'INSERT OR IGNORE INTO summarizes (memento_id, target_id, position) VALUES (?, ?, ?)',
+                [(memento.id, target, pos) for pos, target in enumerate(memento.summarizes)],
+            )
+    for mention in eviction.mentions:
+        entity_id = entity_id_for(ns, mention.entity.key)
+        conn.execute(
+            'INSERT OR IGNORE INTO entities (id, namespace, key, name, kind) VALUES (?, ?, ?, ?, ?)',
+            (entity_id, ns, mention.entity.key, mention.entity.name, mention.entity.kind),
+        )
+        conn.execute(
+            'INSERT OR IGNORE INTO mentions (source_id, entity_id, count) VALUES (?, ?, ?)',
+            (mention.source_id, entity_id, mention.count),
+        )
+    for page in eviction.pages:
+        conn.execute(
+            'INSERT INTO pages (id, namespace, session_id, number, first_turn, last_turn, summary, topics_json) '
+            'VALUES (?, ?, ?, ?, ?, ?, ?, ?) ON CONFLICT (id) DO UPDATE SET first_turn = excluded.first_turn, '
+            'last_turn = excluded.last_turn, summary = excluded.summary, topics_json = excluded.topics_json',
+            (page.id, ns, sid, page.number, page.first_turn, page.last_turn, page.summary, json.dumps(page.topics)),
+        )
+        conn.executemany(
+            'INSERT OR IGNORE INTO page_blocks (page_id, block_id, position) VALUES (?, ?, ?)',
+            [(page.id, block_id, pos) for pos, block_id in enumerate(page.block_ids)],
+        )
+    for seq, event in enumerate(eviction.events):
+        conn.execute(
+            'INSERT INTO events (namespace, session_id, seq, key, kind, message_index, sha256, payload, '
+            'block_ids_json, created_at) VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?)',
+            (
+                ns, sid, seq, event.key, event.kind, event.message_index, event.sha256, event.payload,
+                json.dumps(list(event.block_ids)), CREATED,
+            ),
+        )  # fmt: skip
+    conn.execute('COMMIT')
+
+
+def block_of(messages: list[ModelMessage], seq: int) -> BlockRecord:
+    return BlockRecord.from_messages(
+        messages, session_id='s1', seq=seq, tokens=50, text='\n'.join(message_text(m) for m in messages)
+    )
+
+
+def memento_of(block_ids: list[str], text: str, *, level: int = 1, salt: str = '') -> MementoRecord:
+    return MementoRecord(
+        id=memento_id_for('default', 's1', [*block_ids, *([salt] if salt else [])]),
+        session_id='s1',
+        namespace='default',
+        text=text,
+        tokens=5,
+        summarizes=tuple(block_ids),
+        score=8.5,
+        verified=level == 1,
+        iterations=2,
+        compressor='extractive',
+        level=level,
+    )
+
+
+@pytest.fixture
+def v1_file(tmp_path: Path) -> tuple[Path, dict[str, object]]:
+    """A format-1 database holding what the old store wrote for two blocks, their mementos, a second memento of
+    the first block written later, a memento of mementos, mentions, a page and log events."""
+    path = tmp_path / 'old.db'
+    first, second = block_of(rich_history(), 0), block_of(session_history(2, prefix='zebra'), 10)
+    m1, m2 = memento_of([first.id], 'giraffe memento one'), memento_of([second.id], 'memento two')
+    late = memento_of([first.id], 'a later memento of block one', salt='again')
+    # targets in an order that is not id order, so positions must be what orders them
+    children = sorted([m1.id, m2.id], reverse=True)
+    top = MementoRecord(
+        id=memento_id_for('default', 's1', children), session_id='s1', namespace='default', text='top',
+        tokens=2, summarizes=tuple(children), level=2,
+    )  # fmt: skip
+    shared = EntityRecord(key='file:app.py', name='app.py', kind='file')
+    page = PageRecord(
+        id=page_id_for('default', 's1', 1), session_id='s1', namespace='default', number=1, first_turn=0,
+        last_turn=second.last_message, summary='two blocks', topics=('app.py',), block_ids=(first.id, second.id),
+    )  # fmt: skip
+    conn = sqlite3.connect(path, isolation_level=None)
+    conn.execute('PRAGMA journal_mode = WAL')
+    conn.executescript(f"BEGIN;\n{V1_SCHEMA}\nINSERT INTO meta VALUES ('format', 'mementograph-sqlite-1');\nCOMMIT;")
+    write_v1(
+        conn,
+        Eviction(
+            session_id='s1',
+            blocks=(first, second),
+            mementos=(m1, m2),
+            mentions=(
+                Mention(first.id, shared, 3),
+                Mention(second.id, EntityRecord(key='file:app.py', name='APP.PY', kind='file'), 1),
+                Mention(m1.id, EntityRecord(key='concept:giraffe', name='giraffe', kind='concept'), 1),
+            ),
+            pages=(page,),
+            events=(
+                SessionEvent(
+                    session_id='s1', namespace='default', kind='message', payload=b'[]', sha256='x', message_index=4
+                ),
+                SessionEvent(
+                    session_id='s1',
+                    namespace='default',
+                    kind='auto',
+                    payload=b'{}',
+                    sha256='',
+                    block_ids=(first.id, second.id),
+                ),
+            ),
+        ),
+    )
+    write_v1(conn, Eviction(session_id='s1', mementos=(late, top)))
+    # the full-text index was current for the first eviction (its marks in meta), not for the second
+    conn.execute('BEGIN')
+    for item_id, text in ((first.id, 'zebra crossing block one'), (m1.id, m1.text), (m2.id, m2.text)):
+        conn.execute("INSERT INTO text_fts VALUES (?, ?, 'default', 's1')", (text, item_id))
+    conn.execute("INSERT INTO meta VALUES ('fts_blocks', '2'), ('fts_mementos', '2')")
+    conn.execute('COMMIT')
+    conn.close()
+    return path, {'first': first, 'second': second, 'm1': m1, 'm2': m2, 'late': late, 'top': top, 'page': page}
+
+
+def schema_of(path: Path) -> tuple[object, ...]:
+    conn = sqlite3.connect(path)
+    objects = sorted(conn.execute("SELECT type, name, tbl_name FROM sqlite_master WHERE name NOT LIKE 'text_fts_%'"))
+    columns = {
+        name: [tuple(row) for row in conn.execute(f'PRAGMA table_xinfo({name})')]
+        for kind, name, _ in objects
+        if kind in ('table', 'view')
+    }
+    indexes = {
+        name: [tuple(row) for row in conn.execute(f'PRAGMA index_xinfo({name})')]
+        for kind, name, _ in objects
+        if kind == 'index'
+    }
+    conn.close()
+    return objects, columns, indexes
+
+
+def test_format_1_file_is_migrated_in_place_and_reads_back_the_same(
+    v1_file: tuple[Path, dict[str, object]], tmp_path: Path
+) -> None:
+    path, old = v1_file
+    first, second = old['first'], old['second']
+    m1, m2, late, top, page = old['m1'], old['m2'], old['late'], old['top'], old['page']
+    assert isinstance(first, BlockRecord) and isinstance(second, BlockRecord)
+    assert isinstance(m1, MementoRecord) and isinstance(late, MementoRecord) and isinstance(top, MementoRecord)
+
+    with SqliteStore(path) as store:
+        assert store.recover_block(first.id).messages == tuple(rich_history())
+        assert store.get_block(second.id).messages_json == second.messages_json
+        # SUMMARIZES: declared order by position, and the first memento of a target wins as it did
+        assert store.get_memento(top.id).summarizes == top.summarizes
+        assert store.memento_of(first.id) == m1
+        assert store.memento_of(second.id) == m2
+        assert store.memento_of(m1.id) == top
+        assert [m.id for m in store.list_mementos()] == [m1.id, m2.id, late.id, top.id]
+        # entities keep their first name, mentions their counts
+        assert store.entities_of(second.id) == [(EntityRecord(key='file:app.py', name='app.py', kind='file'), 1)]
+        assert store.entities_of(first.id)[0][1] == 3
+        assert store.list_pages() == [page]
+        assert store.last_message_index('s1') == 4
+        assert [e.kind for e in store.read_events('s1')] == ['message', 'auto']
+        # full text: indexed rows are not indexed twice, unindexed ones are indexed now
+        assert [hit.id for hit in store.search_text('zebra crossing')] == [first.id]
+        giraffe = {hit.id: hit for hit in store.search_text('giraffe')}
+        assert set(giraffe) == {m1.id} and giraffe[m1.id].block_ids == (first.id,)
+        assert {hit.id for hit in store.search_text('later')} == {late.id}
+        stats = store.stats()
+        assert (stats.blocks, stats.mementos, stats.entities, stats.pages, stats.events) == (2, 4, 1, 1, 2)
+        # and it takes new writes
+        third = block_of(session_history(1, prefix='after'), 20)
+        store.write_eviction(Eviction(session_id='s1', blocks=(third,), mementos=(memento_of([third.id], 'new'),)))
+        assert store.memento_of(third.id) is not None
+
+    conn = sqlite3.connect(path)
+    assert conn.execute("SELECT value FROM meta WHERE key = 'format'").fetchone() == (FORMAT,)
+    assert conn.execute('PRAGMA integrity_check').fetchall() == [('ok',)]
+    conn.close()
+    # the migrated file has exactly the layout of a file created by this version
+    with SqliteStore(tmp_path / 'fresh.db'):
+        pass
+    assert schema_of(path) == schema_of(tmp_path / 'fresh.db')
+    with SqliteStore(path) as store:  # opening again is a plain open
+        assert store.recover_block(third.id).record.id == third.id
+
+
+def test_failed_migration_leaves_the_format_1_file_whole(v1_file: tuple[Path, dict[str, object]]) -> None:
+    path, old = v1_file
+    first = old['first']
+    assert isinstance(first, BlockRecord)
+    conn = sqlite3.connect(path, isolation_level=None)
+    conn.execute('CREATE TABLE mementos_v1 (x)')  # the migration's scratch name is taken: it fails midway
+    before = conn.execute('SELECT count(*) FROM blocks').fetchone()
+
+    with pytest.raises(StoreUnavailableError, match=f'{path}.*migrating it from .mementograph-sqlite-1.'):
+        SqliteStore(path)
+
+    assert conn.execute("SELECT value FROM meta WHERE key = 'format'").fetchone() == ('mementograph-sqlite-1',)
+    assert conn.execute('SELECT count(*) FROM blocks').fetchone() == before
+    assert conn.execute('SELECT count(*) FROM summarizes').fetchone() == (5,)
+    assert {row[0] for row in conn.execute("SELECT name FROM sqlite_master WHERE type = 'table'")} >= {
+        'blocks', 'mementos', 'summarizes', 'mementos_v1',
+    }  # fmt: skip
+    conn.execute('DROP TABLE mementos_v1')
+    conn.close()
+    with SqliteStore(path) as store:  # with the obstacle gone, the same file migrates
+        assert store.recover_block(first.id).record.id == first.id
+
+
+def test_migration_waits_for_a_writer_then_names_the_file(v1_file: tuple[Path, dict[str, object]]) -> None:
+    path, _ = v1_file
+    holder = sqlite3.connect(path, isolation_level=None)
+    holder.execute('BEGIN IMMEDIATE')
+    try:
+        with pytest.raises(StoreBusyError, match=str(path)):
+            SqliteStore(path, busy_timeout=0.2)
+    finally:
+        holder.execute('ROLLBACK')
+        holder.close()
+    conn = sqlite3.connect(path)
+    assert conn.execute("SELECT value FROM meta WHERE key = 'format'").fetchone() == ('mementograph-sqlite-1',)
+    conn.close()
+
+
+def test_a_newer_format_is_refused_by_name(tmp_path: Path) -> None:
+    path = tmp_path / 'newer.db'
+    with SqliteStore(path):
+        pass
+    conn = sqlite3.connect(path)
+    conn.execute("UPDATE meta SET value = 'mementograph-sqlite-9' WHERE key = 'format'")
+    conn.commit()
+    conn.close()
+
+    with pytest.raises(StoreUnavailableError, match=f"{path}.*'mementograph-sqlite-9'.*newer"):
+        SqliteStore(path)

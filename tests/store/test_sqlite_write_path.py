@@ -1,0 +1,201 @@
+"""The embedded store's eviction path: links stored on the rows an eviction writes anyway, and the entity index
+built at the first read that needs it, from `mention_queue`. What the reads return is what the old eager writes
+returned (first name and first count win), whether the backlog is applied batch by batch or, when it outgrows the
+index, by rebuilding the by-entity index."""
+
+from __future__ import annotations
+
+import os
+import signal
+import sqlite3
+import subprocess
+import sys
+from dataclasses import replace
+from pathlib import Path
+
+import pytest
+
+from mementograph.knowledge_graph import BlockRecord, EntityRecord, Eviction, MementoRecord, Mention
+from mementograph.knowledge_graph.store import SqliteStore
+from mementograph.knowledge_graph.store._sqlite import _REBUILD_QUEUE_ROWS
+from tests.builders import session_history
+
+REPO = Path(__file__).resolve().parents[2]
+BASE = BlockRecord.from_messages(session_history(1), session_id='s', seq=0, tokens=10)
+
+
+def entity(key: str, name: str | None = None) -> EntityRecord:
+    return EntityRecord(key=f'concept:{key}', name=name or key, kind='concept')
+
+
+def eviction(i: int, session: str = 's') -> Eviction:
+    """Block `i` mentions `common` (i+1 times, first named by block 0), `tag{i % 7}`, and twice `own{i}`."""
+    block = replace(BASE, id=f'blk_{i:05d}', seq=i, session_id=session)
+    mentions = (
+        Mention(block.id, entity('common', f'Common{i}'), i + 1),
+        Mention(block.id, entity(f'tag{i % 7}'), 2),
+        Mention(block.id, entity(f'own{i}'), 1),
+        Mention(block.id, entity(f'own{i}'), 5),  # a repeat: the first count stands
+    )
+    return Eviction(session_id=session, blocks=(block,), mentions=mentions)
+
+
+def queued(store: SqliteStore) -> int:
+    return int(store._conn.execute('SELECT count(*) FROM mention_queue').fetchone()[0])
+
+
+def snapshot(store: SqliteStore, count: int) -> tuple[object, ...]:
+    lookup = store.entity_postings(['concept:common', 'concept:tag3', 'concept:own5'], limit=20)
+    return (
+        lookup,
+        [store.entities_of(f'blk_{i:05d}') for i in (0, 3, count - 1)],
+        store.stats().entities,
+        store._conn.execute('SELECT count(*) FROM mentions').fetchone()[0],
+    )
+
+
+def test_reads_index_the_queue_first_with_first_write_wins(tmp_path: Path) -> None:
+    with SqliteStore(tmp_path / 'a.db') as store:
+        for i in range(3):
+            store.write_eviction(eviction(i))
+        assert queued(store) == 3
+        assert store._conn.execute('SELECT count(*) FROM mentions').fetchone()[0] == 0  # nothing indexed yet
+
+        assert store.entities_of('blk_00001') == [
+            (EntityRecord(key='concept:common', name='Common0', kind='concept'), 2),
+            (entity('tag1'), 2),
+            (entity('own1'), 1),
+        ]
+        assert queued(store) == 0
+        store.write_eviction(eviction(3))  # indexed later, in a second batch: the first name still stands
+        lookup = store.entity_postings(['concept:common'])
+        assert lookup.entities[0].entity.name == 'Common0'
+        assert [(p.block_id, p.count) for p in lookup.entities[0].postings][:2] == [('blk_00003', 4), ('blk_00002', 3)]
+        assert store.stats().entities == 1 + 4 + 4  # common, tag0..tag3, own0..own3
+        graph = store.graph()
+        assert graph.has_edge('blk_00003', 'default:concept:own3')
+
+
+def test_a_large_backlog_rebuilds_the_index_to_the_same_result(tmp_path: Path) -> None:
+    count = _REBUILD_QUEUE_ROWS + 5
+    with SqliteStore(tmp_path / 'incremental.db') as incremental, SqliteStore(tmp_path / 'bulk.db') as bulk:
+        for i in range(count):
+            incremental.write_eviction(eviction(i))
+            bulk.write_eviction(eviction(i))
+            if i % 50 == 0:
+                incremental.entities_of('blk_00000')  # reads between writes: small batches
+        incremental.entities_of('blk_00000')
+        assert queued(incremental) == 0 and queued(bulk) == count
+        bulk_conn = bulk._conn
+        index_sql = "SELECT sql FROM sqlite_master WHERE name = 'mentions_entity'"
+        before = tuple(bulk_conn.execute(index_sql).fetchone())
+        statements: list[str] = []
+        bulk_conn.set_trace_callback(statements.append)
+        incremental._conn.set_trace_callback(statements.append)
+
+        assert snapshot(bulk, count) == snapshot(incremental, count)
+
+        assert statements.count('DROP INDEX mentions_entity') == 1  # the bulk store rebuilt, once
+        assert queued(bulk) == 0
+        assert tuple(bulk_conn.execute(index_sql).fetchone()) == before  # the same index
+        plan = bulk_conn.execute(
+            "EXPLAIN QUERY PLAN SELECT source_id FROM mentions WHERE entity_id = 'x' ORDER BY count DESC"
+        ).fetchall()
+        assert 'mentions_entity' in plan[0][3]
+        assert [tuple(row) for row in bulk_conn.execute('PRAGMA integrity_check')] == [('ok',)]
+
+
+def test_delete_session_takes_its_queued_mentions(tmp_path: Path) -> None:
+    with SqliteStore(tmp_path / 'd.db') as store:
+        store.write_eviction(eviction(1, session='gone'))
+        store.write_eviction(eviction(2, session='kept'))
+
+        assert store.delete_session('gone') > 0
+
+        assert queued(store) == 0
+        assert store.entities_of('blk_00001') == []
+        assert [e.key for e, _ in store.entities_of('blk_00002')] == ['concept:common', 'concept:tag2', 'concept:own2']
+        assert store._conn.execute("SELECT count(*) FROM entities WHERE key = 'concept:own1'").fetchone()[0] == 0
+
+
+_WRITER = r"""
+import sys, time
+sys.path.insert(0, sys.argv[2])
+from tests.store.test_sqlite_write_path import eviction
+from mementograph.knowledge_graph.store import SqliteStore
+store = SqliteStore(sys.argv[1])
+store.write_eviction(eviction(7))
+print('committed', flush=True)
+time.sleep(60)
+"""
+
+
+def test_queued_mentions_survive_a_kill_after_commit(tmp_path: Path) -> None:
+    path = tmp_path / 'k.db'
+    proc = subprocess.Popen(
+        [sys.executable, '-c', _WRITER, str(path), str(REPO)],
+        cwd=REPO,
+        stdout=subprocess.PIPE,
+        text=True,
+        env={**os.environ, 'PYTHONPATH': str(REPO)},
+    )
+    assert proc.stdout is not None and proc.stdout.readline().strip() == 'committed'
+    os.kill(proc.pid, signal.SIGKILL)
+    proc.wait()
+
+    raw = sqlite3.connect(path)
+    assert raw.execute('SELECT count(*) FROM mention_queue').fetchone() == (1,)
+    raw.close()
+    with SqliteStore(path) as store:
+        assert [e.key for e, _ in store.entities_of('blk_00007')] == ['concept:common', 'concept:tag0', 'concept:own7']
+
+
+@pytest.mark.parametrize('count', [0, 1])
+def test_reads_with_nothing_queued_write_nothing(tmp_path: Path, count: int) -> None:
+    with SqliteStore(tmp_path / 'n.db') as store:
+        for i in range(count):
+            store.write_eviction(eviction(i))
+        store.entities_of('blk_00000')
+        changes = store._conn.total_changes
+        store.entities_of('blk_00000')
+        store.entity_postings(['concept:common'])
+        store.stats()
+        assert store._conn.total_changes == changes
+
+
+def memento(memento_id: str, targets: tuple[str, ...], level: int = 1) -> MementoRecord:
+    return MementoRecord(
+        id=memento_id, session_id='s', namespace='default', text=memento_id, tokens=1, summarizes=targets, level=level
+    )
+
+
+def test_summarizes_links_follow_writes_across_evictions(tmp_path: Path) -> None:
+    """`memento_of` is the first memento written while its target was present, whichever eviction brought each;
+    a memento written before its target does not claim it (as on Neo4j, where the edge needs both ends)."""
+    blocks = [replace(BASE, id=f'blk_{i}', seq=i) for i in range(4)]
+    with SqliteStore(tmp_path / 'links.db') as store:
+        store.write_eviction(Eviction(session_id='s', blocks=(blocks[0], blocks[1])))
+        store.write_eviction(Eviction(session_id='s', mementos=(memento('m0', ('blk_0',)),)))
+        store.write_eviction(Eviction(session_id='s', mementos=(memento('m0b', ('blk_0', 'blk_1')),)))
+        early = memento('early', ('blk_3',))
+        store.write_eviction(Eviction(session_id='s', mementos=(early,)))
+        store.write_eviction(Eviction(session_id='s', blocks=(blocks[3],)))
+        # a memento of mementos listed before its children, all in one eviction, ids without the usual prefix
+        children = (memento('c1', ('blk_2',)), memento('c2', ('blk_2',)))
+        top = memento('top', ('c2', 'c1'), level=2)
+        store.write_eviction(Eviction(session_id='s', blocks=(blocks[2],), mementos=(top, *children)))
+        store.write_eviction(Eviction(session_id='s', mementos=(memento('top2', ('c1',), level=2),)))
+
+        assert store.memento_of('blk_0') == memento('m0', ('blk_0',))
+        assert store.memento_of('blk_1') == memento('m0b', ('blk_0', 'blk_1'))
+        assert store.memento_of('blk_3') is None
+        assert store.get_memento('early').summarizes == ('blk_3',)  # its declaration is kept whole
+        assert store.memento_of('blk_2') == children[0]
+        assert store.memento_of('c1') == top and store.memento_of('c2') == top
+        assert store.get_memento('top').summarizes == ('c2', 'c1')
+        assert store.memento_of('blk_0', session_id='other') is None
+        # the compatibility view lists every declared link, by position
+        rows = store._conn.execute(
+            "SELECT target_id, position FROM summarizes WHERE memento_id = 'top' ORDER BY position"
+        ).fetchall()
+        assert [tuple(row) for row in rows] == [('c2', 0), ('c1', 1)]
