@@ -8,7 +8,7 @@ until the target count. Each eviction is one `write_eviction` (one transaction) 
 
 - `core`: the block and its memento (a fifth of the block's text, as the compressor's default ratio makes it);
 - `full`: what the compactor writes: also the block's and the memento's entity mentions (the real extractor,
-  `mentions_for`, ~110 per eviction), the session's open page (closed with a summary every 8 blocks) and the
+  `mentions_for`, ~120 per eviction), the session's open page (closed with a summary every 8 blocks) and the
   compaction event.
 
 The baseline, measured in the same process on the same bytes, is one plain SQLite `INSERT` per transaction of
