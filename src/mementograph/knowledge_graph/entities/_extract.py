@@ -29,6 +29,7 @@ from collections.abc import Iterable, Sequence
 from dataclasses import dataclass
 from typing import Final
 
+from ..._text import Blanks
 from .._schema import EntityRecord, Mention
 from ..memory import SECTION_LABELS, critical_facts
 from ._normalize import STOPWORDS, aliases, entity_key
@@ -404,10 +405,6 @@ def _strip_markup(text: str) -> str:
     return _LABELS.sub(' ', _HEADER_LINE.sub(' ', text))
 
 
-def _mask(text: str, start: int, end: int) -> str:
-    return text[:start] + ' ' * (end - start) + text[end:]
-
-
 def _command_head(line: str) -> str | None:
     """`git diff --stat` -> `git diff`; `PYTHONPATH=. python -m pytest -x` -> `python -m pytest`; `ls` -> `ls`."""
     words = [w for w in line.strip().lstrip('$').split() if w]
@@ -502,11 +499,12 @@ def _iso(kind: str, groups: Sequence[str]) -> str:
 
 
 def _dates_into(text: str, found: _Found) -> str:
+    blanks = Blanks(text)
     for kind, pattern in _DATE_PATTERNS:
-        for match in pattern.finditer(text):
+        for match in pattern.finditer(blanks.text):
             found.add('date', _iso(kind, match.groups()))
-            text = _mask(text, match.start(), match.end())
-    return text
+            blanks.blank(match.start(), match.end())
+    return blanks.text
 
 
 def _guess_name_kind(name: str, before: str, speakers: set[str]) -> str:
@@ -526,7 +524,7 @@ def _names_into(text: str, found: _Found) -> str:
     speakers = {m.group(1) for m in _SPEAKER.finditer(text)}
     matches = list(_NAME.finditer(text))
     mid_sentence_caps: set[str] = set()
-    spans: list[tuple[int, int]] = []
+    blanks = Blanks(text)
     starts: list[bool] = []
     for match in matches:
         at_start = bool(_SENTENCE_START.search(text[max(0, match.start() - 4) : match.start()])) or match.start() == 0
@@ -575,33 +573,9 @@ def _names_into(text: str, found: _Found) -> str:
             continue
         start = text.index(tokens[0], offset)
         end = start + len(name) if text.startswith(name, start) else match.end()
-        found.add(_guess_name_kind(name, _masked_window(text, spans, start - 20, start), speakers), name)
-        spans.append((start, end))
-    # masked once at the end: masking per name copied the whole text each time (quadratic on large tool output)
-    return _mask_spans(text, spans)
-
-
-def _masked_window(text: str, spans: list[tuple[int, int]], lo: int, hi: int) -> str:
-    """`text[lo:hi]` as it reads with the names found so far (`spans`, in order) blanked out."""
-    lo = max(0, lo)
-    window = list(text[lo:hi])
-    for start, end in reversed(spans):
-        if end <= lo:
-            break
-        for i in range(max(start, lo), min(end, hi)):
-            window[i - lo] = ' '
-    return ''.join(window)
-
-
-def _mask_spans(text: str, spans: list[tuple[int, int]]) -> str:
-    pieces: list[str] = []
-    cursor = 0
-    for start, end in spans:
-        pieces.append(text[cursor:start])
-        pieces.append(' ' * (end - start))
-        cursor = end
-    pieces.append(text[cursor:])
-    return ''.join(pieces)
+        found.add(_guess_name_kind(name, blanks.window(start - 20, start), speakers), name)
+        blanks.blank(start, end)
+    return blanks.text
 
 
 def extract_entities(text: str, *, max_concepts: int = DEFAULT_MAX_CONCEPTS) -> list[ExtractedEntity]:
@@ -639,17 +613,18 @@ def extract_entities(text: str, *, max_concepts: int = DEFAULT_MAX_CONCEPTS) -> 
         occurrences = max(1, work.count(fact.text))
         found.add(kind, fact.text, occurrences)
         work = work.replace(fact.text, ' ' * len(fact.text))
+    blanks = Blanks(work)
     for match in _MEMENTO_COMMAND.finditer(work):  # a memento's `$ command -> exit N` lines
         for piece in _COMMAND_SPLIT.split(match.group(1)):
             head = _command_head(piece)
             if head is not None:
                 found.add('command', head)
-        work = _mask(work, match.start(), match.end())
+        blanks.blank(match.start(), match.end())
     for pattern in (_MONEY, _UNIT_NUMBER):
-        for match in pattern.finditer(work):
+        for match in pattern.finditer(blanks.text):
             found.add('number', match.group(1))
-            work = _mask(work, match.start(), match.end())
-    work = _dates_into(work, found)
+            blanks.blank(match.start(), match.end())
+    work = _dates_into(blanks.text, found)
     for match in _QUOTED.finditer(work):
         term = next(group for group in match.groups() if group is not None)
         if 1 <= len(term.split()) <= 8 and re.search(r'[A-Za-z]', term):

@@ -75,6 +75,7 @@ from collections.abc import Iterable, Iterator
 from dataclasses import dataclass
 from typing import Final, Literal
 
+from ..._text import Blanks
 from ._render import Region, parse_regions
 
 __all__ = (
@@ -231,21 +232,6 @@ class _Collector:
             self.facts.append(Fact(text, kind))
 
 
-class _Blanks:
-    """Blanks out spans of a text; the text is rebuilt once per pass, not once per span (which was quadratic on
-    large tool output)."""
-
-    def __init__(self, text: str) -> None:
-        self._chars = list(text)
-
-    def blank(self, start: int, end: int) -> None:
-        self._chars[start:end] = ' ' * (end - start)
-
-    @property
-    def text(self) -> str:
-        return ''.join(self._chars)
-
-
 def _path_like(text: str) -> bool:
     if _URL.fullmatch(text):
         return False
@@ -375,7 +361,7 @@ def _paths_in(text: str, collector: _Collector) -> None:
 
 def _prose_into(text: str, collector: _Collector) -> None:
     text = _HTML_COMMENT.sub(lambda m: ' ' * len(m.group(0)), text)
-    blanks = _Blanks(text)
+    blanks = Blanks(text)
     for start, end, language, body in list(_fences(text)):
         if language in _SHELL_LANGS:
             _command_lines_into(body, collector)
