@@ -100,11 +100,12 @@ def _first_block_id(env: dict[str, str], cwd: Path) -> dict[str, str]:
     assert out.returncode == 0, out.stderr
     first = json.loads(out.stdout.splitlines()[0])
     trajectories = sorted((SHARED_DATA / 'agent_trajectories').glob('*.traj.json'))
+    assert trajectories, f'no *.traj.json in {SHARED_DATA / "agent_trajectories"} for the README tour'
     return {
         'BLOCK_ID': first['block_id'],
         'SESSION_ID': first['session_id'],
         'MEMENTO_ID': first['memento']['id'],
-        'TRAJECTORY.json': str(min(trajectories, key=lambda p: p.stat().st_size)) if trajectories else '',
+        'TRAJECTORY.json': str(min(trajectories, key=lambda p: p.stat().st_size)),
     }
 
 

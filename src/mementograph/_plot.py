@@ -115,8 +115,8 @@ class _Rebuild:
         inside = [i for i, u in enumerate(self.units) if first <= u.first and u.last <= last]
         if not inside:
             return False
-        at = inside[0]
-        self.units = [u for i, u in enumerate(self.units) if i not in set(inside)]
+        at, drop = inside[0], set(inside)
+        self.units = [u for i, u in enumerate(self.units) if i not in drop]
         self.units.insert(at, unit)
         return True
 

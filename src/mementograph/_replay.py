@@ -89,7 +89,7 @@ def split_transcript(messages: Sequence[ModelMessage]) -> tuple[list[ModelMessag
     first_response = next((i for i, m in enumerate(messages) if isinstance(m, ModelResponse)), len(messages))
     prefix = list(messages[:first_response])
     # tool results alone open nothing: pydantic-ai drops returns of no call and would have nothing to run
-    if not any(not isinstance(part, BaseToolReturnPart) for message in prefix for part in message.parts):
+    if all(isinstance(part, BaseToolReturnPart) for message in prefix for part in message.parts):
         raise ValueError('the transcript has no opening request (system prompt or user task) before the first reply')
     turns: list[RecordedTurn] = []
     returns: dict[str, str] = {}

@@ -109,6 +109,7 @@ async def test_run_retention_deletes_the_session_when_the_run_ends_neo4j(
     finally:
         store.delete_session('scratch', namespace=unique_namespace)
         store.close()
+        store.close()
 
 
 async def test_run_retention_deletes_also_when_the_run_fails(db: Path) -> None:

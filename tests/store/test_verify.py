@@ -390,6 +390,7 @@ def test_session_record_gone_orphans_its_records(backend: Backend, archived: dic
     assert not verify_store(backend.store, namespace=backend.namespace, session_id='b').ok
 
 
+@pytest.mark.neo4j
 def test_missing_summarizes_edge_on_neo4j(neo4j_server: dict[str, str], unique_namespace: str) -> None:
     """Only Neo4j stores a memento's targets twice (its `summarizes` list and its edges): they can disagree."""
     from mementograph.knowledge_graph.store import open_store

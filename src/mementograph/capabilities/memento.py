@@ -25,7 +25,7 @@ import logging
 import threading
 import warnings
 from dataclasses import KW_ONLY, dataclass, field, replace
-from typing import TYPE_CHECKING, Any, Literal
+from typing import TYPE_CHECKING, Any, Literal, get_args
 
 from pydantic_ai import RunContext
 from pydantic_ai.capabilities import AbstractCapability
@@ -60,7 +60,7 @@ _SCRATCH_URI = 'memory://'
 Retention = Literal['permanent', 'run', 'none']
 """How long a session's archive lives: for good, until the end of the run, or not at all (see
 `MementoCompaction.retention`)."""
-_RETENTIONS: tuple[Retention, ...] = ('permanent', 'run', 'none')
+_RETENTIONS: tuple[Retention, ...] = get_args(Retention)
 
 
 class MementoWarning(UserWarning):

@@ -7,7 +7,6 @@ from __future__ import annotations
 
 import argparse
 import hashlib
-import json
 import subprocess
 import sys
 import tempfile
@@ -30,9 +29,9 @@ from ..capabilities import CompactionReport, MementoCompaction
 from ..knowledge_graph import EntityRecord, MementoRecord
 from ..knowledge_graph.memory import CombinedJudge, Compressor, Judge, LLMCompressor, LLMJudge, render_block
 from ..knowledge_graph.recall import page_index_text, recall
-from ..knowledge_graph.store import NEO4J_SCHEMES, GraphStore, NotFoundError, StoreError, open_store, resolve_store_uri
+from ..knowledge_graph.store import NEO4J_SCHEMES, GraphStore, NotFoundError, StoreError
 from ..knowledge_graph.store._cypher import EXAMPLE_QUERIES
-from ._common import CliError, add_store_options
+from ._common import CliError, add_store_options, emit, store_from
 from ._progress import stderr_console
 from ._query import render_table
 
@@ -680,8 +679,7 @@ def _demo(args: argparse.Namespace) -> int:
         if console is not None:
             console.print(line, highlight=False, soft_wrap=True)
 
-    store = open_store(resolve_store_uri(args.store))
-    try:
+    with store_from(args) as store:
         summary = run_demo(
             store,
             model=args.model,
@@ -693,11 +691,8 @@ def _demo(args: argparse.Namespace) -> int:
             progress=_progress_mode(args),
             report=report,
         )
-    finally:
-        store.close()
     if args.json:
-        json.dump(summary, sys.stdout, indent=2, ensure_ascii=False, default=str)
-        sys.stdout.write('\n')
+        emit(args, summary, '')
     return 0 if summary['recovered_exact'] or summary['evictions'] == 0 else 1
 
 

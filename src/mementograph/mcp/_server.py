@@ -21,17 +21,18 @@ from mcp.types import CallToolResult, TextContent, ToolAnnotations
 from pydantic import Field
 
 from ..knowledge_graph import DEFAULT_NAMESPACE, PageRecord
-from ..knowledge_graph.recall import parse_time, recall, render_recall, retrieve_page
+from ..knowledge_graph.recall import recall, render_recall, retrieve_page
 from ..knowledge_graph.store import (
     NEO4J_SCHEMES,
     BlockIntegrityError,
     GraphStore,
     NotFoundError,
     ReadOnlyViolationError,
+    ScopeViolationError,
     StoreError,
     recover_chain,
 )
-from ..knowledge_graph.store._cypher import DEFAULT_QUERY_TIMEOUT, ScopeViolationError, check_scope
+from ..knowledge_graph.store._cypher import DEFAULT_QUERY_TIMEOUT, check_scope
 
 __all__ = ('OUTPUT_CHARS', 'MemoryScope', 'MemoryTools', 'create_server')
 
@@ -126,8 +127,6 @@ class MemoryTools:
         """Store failures as tool errors with the store's own message (it says what to check)."""
         try:
             yield
-        except ToolError:
-            raise
         except (StoreError, ValueError) as exc:
             raise ToolError(str(exc)) from exc
 
@@ -145,9 +144,6 @@ class MemoryTools:
         best first, each with its memento and why it matched. Recover any hit exactly with `recover_block`."""
         if not query.strip():
             raise ToolError('Give a query: the names, files, errors or values you are looking for.')
-        for name, value in (('since', since), ('until', until)):
-            if value is not None and value.strip() and parse_time(value) is None:
-                raise ToolError(f'{name}={value!r} is not an ISO-8601 time (e.g. 2024-05-01 or 2024-05-01T13:00:00Z).')
         session = self._session(session_id)
         with self._store_errors():
             hits = recall(

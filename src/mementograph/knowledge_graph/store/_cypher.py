@@ -26,7 +26,7 @@ from dataclasses import dataclass, field
 from typing import Any, Final, Literal
 
 from .._schema import DEFAULT_NAMESPACE
-from ._errors import QueryError, ReadOnlyViolationError, UnsupportedQueryError
+from ._errors import QueryError, ReadOnlyViolationError, ScopeViolationError, UnsupportedQueryError
 
 __all__ = (
     'DEFAULT_QUERY_LIMIT',
@@ -362,15 +362,6 @@ def prepare_query(cypher: str) -> tuple[str, list[Token]]:
 
 
 # -- scope: every pattern stays in $namespace (and, when a session is pinned, in $session_id) ---------------------
-
-
-class ScopeViolationError(QueryError):
-    """A query could read outside its namespace (or its pinned session): refused before it is sent anywhere."""
-
-    def __init__(self, message: str, *, understood: bool = True) -> None:
-        super().__init__(message)
-        self.understood = understood
-        """False when the checker could not read the query at all (the server may have a better syntax error)."""
 
 
 _NAMESPACE_HINT: Final = (

@@ -9,6 +9,7 @@ __all__ = (
     'NotFoundError',
     'QueryError',
     'ReadOnlyViolationError',
+    'ScopeViolationError',
     'StoreBusyError',
     'StoreError',
     'StoreUnavailableError',
@@ -59,3 +60,12 @@ class ReadOnlyViolationError(QueryError):
 
 class UnsupportedQueryError(QueryError):
     """The query is valid Cypher but needs a feature this backend does not run (use the Neo4j backend)."""
+
+
+class ScopeViolationError(QueryError):
+    """A query could read outside its namespace (or its pinned session): refused before it is sent anywhere."""
+
+    def __init__(self, message: str, *, understood: bool = True) -> None:
+        super().__init__(message)
+        self.understood = understood
+        """False when the checker could not read the query at all (the server may have a better syntax error)."""

@@ -852,15 +852,22 @@ class SqliteStore:
                 'ORDER BY rank LIMIT ?',
                 [match, *params, k],
             ).fetchall()
-            hits: list[TextHit] = []
-            for item_id, rank in rows:
-                if item_id.startswith('mem_'):
-                    found = conn.execute('SELECT summarizes_json FROM mementos WHERE id = ?', (item_id,)).fetchone()
-                    block_ids = () if found is None else tuple(json.loads(found[0]))
-                else:
-                    block_ids = (item_id,)
-                hits.append(TextHit(id=item_id, block_ids=block_ids, score=-float(rank)))
-        return hits
+            memento_ids = [item_id for item_id, _ in rows if item_id.startswith('mem_')]
+            targets = {
+                memento_id: tuple(json.loads(summarizes_json))
+                for memento_id, summarizes_json in conn.execute(
+                    f'SELECT id, summarizes_json FROM mementos WHERE id IN ({", ".join("?" * len(memento_ids))})',
+                    memento_ids,
+                )
+            }  # one query for every memento hit, not one each
+        return [
+            TextHit(
+                id=item_id,
+                block_ids=targets.get(item_id, ()) if item_id.startswith('mem_') else (item_id,),
+                score=-float(rank),
+            )
+            for item_id, rank in rows
+        ]
 
     def query(
         self,
@@ -1114,6 +1121,10 @@ class SqliteStore:
                 page_params,
             ):
                 members[page_id].append((block_id, int(position)))
+            where, params = _scope_sql(namespace, session_id)
+            memento_rows = conn.execute(
+                f'SELECT id, session_id, level, summarizes_json FROM mementos WHERE {where} ORDER BY rid', params
+            ).fetchall()
         following: dict[str, str] = {}
         previous: sqlite3.Row | None = None  # the last block of kind 'block', as `_cypher._add_blocks` walks them
         for row in block_rows:
@@ -1130,11 +1141,13 @@ class SqliteStore:
             )
             for row in block_rows
         )  # fmt: skip
-        # The SUMMARIZES rows are what `list_mementos` reads back: the memento's targets and its edges are one record.
+        # A memento's SUMMARIZES edges are its `summarizes_json`: targets and edges are one record here.
         mementos = tuple(
-            MementoLink(id=m.id, session_id=m.session_id, level=m.level, summarizes=m.summarizes, targets=m.summarizes)
-            for m in self.list_mementos(namespace=namespace, session_id=session_id)
-        )
+            MementoLink(id=row['id'], session_id=row['session_id'], level=row['level'], summarizes=targets,
+                        targets=targets)
+            for row in memento_rows
+            for targets in [tuple(json.loads(row['summarizes_json']))]
+        )  # fmt: skip
         pages = tuple(
             PageLink(
                 id=row['id'], session_id=row['session_id'], number=row['number'], first_turn=row['first_turn'],
