@@ -2,9 +2,10 @@
 
 `sawtooth_from_log` rebuilds the curve of a stored session from its event log alone (messages in order, and the
 compactions between them), so `mementograph plot` works on any session, also one recorded by another process.
-The rebuild is exact wherever the log states the size of the context (each eviction records `tokens_after`);
-between a merge of mementos, or a micro-compaction with no eviction after it, it uses the archived memento sizes
-plus the stub overhead measured at the last eviction, so it can be off by a few tokens per stub there.
+The rebuild is exact wherever the log states the size of the context: every compaction step (eviction, merge of
+mementos, micro-compaction) records `tokens_after`. Logs from before merges and micro-compactions recorded it
+fall back to the archived memento sizes plus the stub overhead measured at the last eviction there, so they can
+be off by a few tokens per stub.
 
 `save_sawtooth` writes the PNG with matplotlib, imported only when a plot is drawn (with the `Agg` backend: no
 display needed), so importing mementograph never pays for matplotlib.
@@ -144,7 +145,9 @@ class _Rebuild:
                     self._memento_tokens(str(report['into'])) + self.stub_overhead,
                     str(report['into']),
                 )
-                self._replace(unit.first, unit.last, unit)
+                if self._replace(unit.first, unit.last, unit):
+                    new_units.append(unit)
+            self._calibrate(report, new_units)
             return
         if event.kind == 'micro':
             for part_id in event.block_ids:
@@ -155,6 +158,7 @@ class _Rebuild:
                 unit = _Unit(block.first_message, block.last_message, self.stub_overhead)
                 if self._replace(block.first_message, block.last_message, unit):
                     new_units.append(unit)
+            self._calibrate(report, new_units)
             return
         memento_ids = report.get('memento_ids') or []
         for position, block_id in enumerate(event.block_ids):
@@ -167,18 +171,26 @@ class _Rebuild:
             unit = _Unit(block.first_message, block.last_message, tokens, memento_id)
             if self._replace(block.first_message, block.last_message, unit):
                 new_units.append(unit)
+        self._calibrate(report, new_units)
+
+    def _calibrate(self, report: dict[str, Any], new_units: list[_Unit]) -> None:
+        """Where the log states the context size, spread the difference over the new stubs since the last statement.
+
+        Logs written before merges and micro-compactions recorded `tokens_after` keep the estimate until the next
+        eviction states it.
+        """
         after = report.get('tokens_after')
-        if isinstance(after, int) and new_units:
-            # the log states the context size here: spread the difference over this pass's new stubs
-            residual = after - self.total()
-            share, extra = divmod(residual, len(new_units))
-            for i, unit in enumerate(new_units):
-                unit.tokens += share + (1 if i < extra else 0)
-            stubs = [u for u in new_units if u.memento_id is not None]
-            if stubs:
-                overheads = [u.tokens - self._memento_tokens(u.memento_id or '') for u in stubs]
-                self.stub_overhead = max(0, round(sum(overheads) / len(overheads)))
-            new_units.clear()
+        if not isinstance(after, int) or not new_units:
+            return
+        residual = after - self.total()
+        share, extra = divmod(residual, len(new_units))
+        for i, unit in enumerate(new_units):
+            unit.tokens += share + (1 if i < extra else 0)
+        stubs = [u for u in new_units if u.memento_id is not None]
+        if stubs:
+            overheads = [u.tokens - self._memento_tokens(u.memento_id or '') for u in stubs]
+            self.stub_overhead = max(0, round(sum(overheads) / len(overheads)))
+        new_units.clear()
 
 
 def sawtooth_from_log(

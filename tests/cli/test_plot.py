@@ -25,15 +25,12 @@ def test_plot_rebuilds_the_demo_session_from_its_log(
     assert code == 0
     assert data['session_id'] == demo['session_id']  # the latest session by default
     assert data['plot'] == str(out) and data['measured'] is False and data['budget'] == demo['budget']
-    # what the run measured live, rebuilt from the log alone: the uncompacted size and the compactions exactly,
-    # the compacted size within a few tokens (stub overhead after merges of mementos is estimated)
+    # what the run measured live, rebuilt from the log alone, exactly: every compaction step records the context
+    # size after it, and messages between them are counted the same way the run counted them
     assert data['requests'] == demo['requests']
     assert data['baseline_tokens'] == demo['baseline_tokens']
     assert data['compactions'] == demo['compactions']
-    for rebuilt, measured in zip(data['context_tokens'], demo['context_tokens'], strict=True):
-        assert abs(rebuilt - measured) <= max(8, measured // 100), (rebuilt, measured)
-    first_drop = demo['compactions'][0] - 1  # exact at the first compaction: the log states the size there
-    assert data['context_tokens'][: first_drop + 1] == demo['context_tokens'][: first_drop + 1]
+    assert data['context_tokens'] == demo['context_tokens']
     assert_png(out)
 
 

@@ -305,18 +305,20 @@ class SessionCompactor:
             replacements[slot.index] = new_message
         if not records:
             return messages, report
+        rewritten = [replacements.get(i, m) for i, m in enumerate(messages)]
+        # the context size after the step, so a replay of the log (`mementograph plot`) is exact here
+        after = self.counter.count_messages(rewritten)
         event = SessionEvent(
             session_id=self.session_id,
             namespace=self.namespace,
             kind='micro',
-            payload=json.dumps({'parts': [r.id for r in records]}).encode(),
+            payload=json.dumps({'parts': [r.id for r in records], 'tokens_after': after}).encode(),
             sha256='',
             block_ids=tuple(r.id for r in records),
         )
         self.store.write_eviction(
             Eviction(session_id=self.session_id, namespace=self.namespace, blocks=tuple(records), events=(event,))
         )
-        rewritten = [replacements.get(i, m) for i, m in enumerate(messages)]
         return rewritten, replace(report, micro_part_ids=tuple(r.id for r in records))
 
     def _stub_parts(self, message: ModelRequest, slot: Slot) -> tuple[BlockRecord, ModelRequest] | None:
@@ -586,11 +588,28 @@ class SessionCompactor:
             compressor=result.compressor,
             level=level,
         )
+        info = StubInfo(
+            target_id=memento.id,
+            memento_id=memento.id,
+            first_message=infos[0].first_message,
+            last_message=infos[-1].last_message,
+            level=level,
+            archived_tokens=sum(i.archived_tokens for i in infos),
+        )
+        first, last = messages[run[0].index], messages[run[-1].index]
+        stub = make_stub(info, result.text, _timestamp(first), stub_shape(first, last))
+        rewritten = _splice(messages, {run[0].index: (run[-1].index + 1, stub)})
         event = SessionEvent(
             session_id=self.session_id,
             namespace=self.namespace,
             kind=report.trigger,
-            payload=json.dumps({'merged': [c.id for c in children], 'into': memento.id}).encode(),
+            payload=json.dumps(
+                {
+                    'merged': [c.id for c in children],
+                    'into': memento.id,
+                    'tokens_after': self.counter.count_messages(rewritten),
+                }
+            ).encode(),
             sha256='',
             block_ids=(memento.id,),
         )
@@ -604,17 +623,6 @@ class SessionCompactor:
                 events=(event,),
             )
         )
-        info = StubInfo(
-            target_id=memento.id,
-            memento_id=memento.id,
-            first_message=infos[0].first_message,
-            last_message=infos[-1].last_message,
-            level=level,
-            archived_tokens=sum(i.archived_tokens for i in infos),
-        )
-        first, last = messages[run[0].index], messages[run[-1].index]
-        stub = make_stub(info, result.text, _timestamp(first), stub_shape(first, last))
-        rewritten = _splice(messages, {run[0].index: (run[-1].index + 1, stub)})
         return rewritten, replace(
             report,
             merged_memento_ids=(*report.merged_memento_ids, memento.id),
