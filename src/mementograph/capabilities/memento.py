@@ -24,13 +24,14 @@ from __future__ import annotations
 import logging
 import threading
 import warnings
+from collections.abc import Callable
 from dataclasses import KW_ONLY, dataclass, field, replace
 from typing import TYPE_CHECKING, Any, Literal, get_args
 
 from pydantic_ai import RunContext
 from pydantic_ai.capabilities import AbstractCapability
 from pydantic_ai.capabilities.abstract import WrapRunHandler
-from pydantic_ai.messages import ModelMessage, ModelRequest, SystemPromptPart
+from pydantic_ai.messages import InstructionPart, ModelMessage, ModelRequest, SystemPromptPart
 from pydantic_ai.tools import AgentDepsT
 from pydantic_ai.toolsets import AbstractToolset
 
@@ -39,6 +40,7 @@ from .._tokens import TokenCounter, encoding_for_model
 from ..knowledge_graph import DEFAULT_NAMESPACE
 from ..knowledge_graph.entities import mentions_for
 from ..knowledge_graph.memory import Compressor, ExtractiveCompressor, Judge, MementoEngine, RubricJudge
+from ..knowledge_graph.recall import page_index_text
 from ..knowledge_graph.store import GraphStore, open_store
 from ._compactor import CompactionPolicy, CompactionReport, MentionExtractor, SessionCompactor, Trigger
 from ._events import MementoEvictedEvent, MementoSkippedEvent
@@ -95,6 +97,10 @@ class _RunState:
     """With `retention='none'`: the run's private in-memory store, dropped when the run ends."""
     in_run: bool = False
     """Inside `wrap_run`, which applies the retention when the run ends."""
+    page_index: str | None = None
+    """The session's page index as the instructions carry it; `None` until the run's first request reads it."""
+    page_index_tokens: int = 0
+    """Its size, kept out of the history's share of the high-water mark."""
 
 
 @dataclass
@@ -184,6 +190,14 @@ class MementoCompaction(AbstractCapability[AgentDepsT]):
     mentions: MentionExtractor | None = None
     """Entity linker for `MENTIONS` edges; `None` uses the recall layer's deterministic extractor."""
 
+    page_index: bool = True
+    """Show the model the session's paged index (each closed page's number, turns, summary and topics; groups of
+    old pages folded into one line) in the instructions, so it knows what `retrieve_page` and `recall` can bring
+    back. The text changes only when a compaction closes a page (from the request after it on), so the cached
+    prompt prefix is rebuilt at most once per closed page. It takes at most 5% of the high-water
+    mark (newest pages first, older ones left to `retrieve_page`), and the history compacts to the mark minus
+    the index, so the two together stay within it."""
+
     id: str | None = 'memento_compaction'
     """Stable capability id (one memento compaction per agent)."""
 
@@ -238,6 +252,43 @@ class MementoCompaction(AbstractCapability[AgentDepsT]):
     def get_toolset(self) -> AbstractToolset[AgentDepsT] | None:
         return self._toolset
 
+    def get_instructions(self) -> Callable[[RunContext[AgentDepsT]], InstructionPart | None] | None:
+        return self._page_index_instruction if self.page_index else None
+
+    def _page_index_instruction(self, ctx: RunContext[AgentDepsT]) -> InstructionPart | None:
+        """The page index as an instruction (read from the store once per run, then kept until a page closes)."""
+        state = self._state
+        if state.page_index is None:
+            self._read_page_index(ctx)
+        return _index_part(state.page_index or '')
+
+    def _read_page_index(self, ctx: RunContext[AgentDepsT]) -> bool:
+        """Read the index into the run state, cut to its share of the mark; True when it changed."""
+        state = self._state
+        try:
+            compactor = self.compactor(ctx)
+            text = page_index_text(compactor.store, session_id=compactor.session_id, namespace=compactor.namespace)
+            cap = min(_INDEX_MAX_TOKENS, int(self.high_water(ctx) * _INDEX_SHARE))
+            text = fit_index(text, cap, compactor.counter)
+            tokens = compactor.counter.count_text(text) if text else 0
+        except Exception as exc:  # the index is a convenience: never a reason to fail the request
+            logger.warning('mementograph: could not read the page index: %s: %s', type(exc).__name__, exc)
+            if state.page_index is None:
+                state.page_index = ''  # not retried on every request; the next compaction reads it again
+            return False
+        if text == state.page_index:
+            return False
+        state.page_index, state.page_index_tokens = text, tokens
+        return True
+
+    def _refresh_page_index(self, ctx: RunContext[AgentDepsT]) -> None:
+        """After a compaction: when it closed a page, the next request's instructions carry the new index.
+
+        Not this request's: pydantic-ai stamps the request with its instructions, and the session log holds the
+        request as it was before the compaction; changing them now would make the log and the archive differ."""
+        if self.page_index and self._state.page_index is not None:
+            self._read_page_index(ctx)
+
     @property
     def graph_store(self) -> GraphStore:
         """The store the run archives into (opened on first use): the configured one, or with `retention='none'`
@@ -273,7 +324,7 @@ class MementoCompaction(AbstractCapability[AgentDepsT]):
     def compactor(self, ctx: RunContext[Any]) -> SessionCompactor:
         """This run's compactor (created on first use, bound to the run's session)."""
         state = self._state
-        high = self.high_water(ctx)
+        high = self.high_water(ctx) - state.page_index_tokens
         if state.compactor is None:
             counter = TokenCounter(self.encoding or encoding_for_model(getattr(ctx.model, 'model_name', None)))
             judge: Judge | None = RubricJudge() if self.judge == 'default' else self.judge
@@ -330,6 +381,7 @@ class MementoCompaction(AbstractCapability[AgentDepsT]):
         self._state.reports.append(report)
         if report.changed:
             ctx.messages[:] = new
+            self._refresh_page_index(ctx)
             await ctx.emit(
                 MementoEvictedEvent(
                     session_id=compactor.session_id,
@@ -368,6 +420,8 @@ class MementoCompaction(AbstractCapability[AgentDepsT]):
             await self._skipped(ctx, f'compaction failed: {type(exc).__name__}: {exc}', error=exc)
             return messages
         self._state.reports.append(report)
+        if report.changed:
+            self._refresh_page_index(ctx)
         return new
 
     async def _skipped(self, ctx: RunContext[AgentDepsT], reason: str, *, error: BaseException | None = None) -> None:
@@ -467,6 +521,55 @@ class MementoCompaction(AbstractCapability[AgentDepsT]):
             ctx.enqueue(SystemPromptPart(notice, scope='request'))
         except Exception:
             logger.warning('mementograph: %s', notice)
+
+
+_INDEX_NAME = 'memory_index'
+_INDEX_SHARE = 0.05
+_INDEX_MAX_TOKENS = 1_500
+
+
+def fit_index(text: str, max_tokens: int, counter: TokenCounter) -> str:
+    """The index cut to `max_tokens`: its header, the newest page lines whole, older ones without their summary
+    (number, turns and topics), and a note on how many lines did not fit."""
+    if not text or counter.count_text(text) <= max_tokens:
+        return text
+    header, *lines = text.split('\n')
+    used = counter.count_text(header) + 24  # room for the note on what was left out
+    whole: list[str] = []
+    short: list[str] = []
+    for line in reversed(lines):
+        for form, into in ((line, whole), (_short_line(line), short)):
+            if into is whole and short:
+                continue  # once a line had to be shortened, older ones are not shown whole
+            cost = counter.count_text(form) + 1
+            if used + cost <= max_tokens:
+                used += cost
+                into.append(form)
+                break
+        else:
+            break
+    left_out = len(lines) - len(whole) - len(short)
+    note = (
+        [
+            f'({left_out} older index line{"s" if left_out != 1 else ""} left out; retrieve_page(number) reaches every page)'
+        ]
+        if left_out
+        else []
+    )
+    return '\n'.join([header, *note, *reversed(short), *reversed(whole)])
+
+
+def _short_line(line: str) -> str:
+    """`page 3 pg_x (turns 1-9, 8 blocks): summary | topics: a, b` -> `page 3 pg_x (turns 1-9): topics: a, b`."""
+    head, _, topics = line.rpartition(' | topics: ')
+    if not head:
+        return line
+    title = head.split('): ', 1)[0].split(', ', 1)[0]
+    return f'{title}): topics: {topics}' if title.endswith(tuple('0123456789')) else f'{title}: topics: {topics}'
+
+
+def _index_part(text: str) -> InstructionPart | None:
+    return InstructionPart(content=text, dynamic=True, name=_INDEX_NAME) if text else None
 
 
 def _stamp_pending_request(ctx: RunContext[Any]) -> None:

@@ -1,0 +1,98 @@
+"""The paged index in the instructions: what the model sees, when it changes, and what it costs."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+from mementograph import open_store
+from mementograph._tokens import TokenCounter
+from mementograph.capabilities import MementoCompaction
+from mementograph.capabilities.memento import fit_index
+from mementograph.knowledge_graph.recall import page_index_text
+
+from ..scripted import ScriptedModel, scripted_agent
+
+
+def _run(tmp_path: Path, **settings: object) -> tuple[ScriptedModel, MementoCompaction[None]]:
+    store = open_store(f'sqlite:///{tmp_path / "memory.db"}')
+    capability: MementoCompaction[None] = MementoCompaction(store, session_id='s', **settings)  # type: ignore[arg-type]
+    model = ScriptedModel(steps=22)
+    scripted_agent(model, [capability]).run_sync('Fix every module.')
+    return model, capability
+
+
+def test_the_model_sees_the_index_of_closed_pages_from_the_request_after_they_close(tmp_path: Path) -> None:
+    model, capability = _run(tmp_path, max_tokens=8_000)
+    store = capability.graph_store
+    pages = [page for page in store.list_pages(session_id='s') if page.summary]
+    assert len(pages) >= 2, 'the scripted run should close pages'
+    shown = [info.instructions or '' for info in model.infos]
+    assert shown[0] == ''  # nothing archived yet
+    # the last request carries the whole index of the session as the store has it (it fits 5% of 8,000 tokens)
+    assert shown[-1] == page_index_text(store, session_id='s')
+    assert all(page.id in shown[-1] for page in pages)
+    # it changes only right after a compaction that closed a page: as many versions as closing compactions
+    changes = [n for n in range(1, len(shown)) if shown[n] != shown[n - 1]]
+    compacted_before = set()
+    seen_sizes = [len(seen) for seen in model.seen]
+    for n in range(1, len(seen_sizes)):
+        if seen_sizes[n] < seen_sizes[n - 1]:  # the history shrank: a compaction ran before request n
+            compacted_before.add(n)
+    assert changes and all(n - 1 in compacted_before for n in changes), (changes, sorted(compacted_before))
+    assert len(set(shown)) == len(changes) + 1
+
+
+def test_index_and_history_together_stay_near_the_budget(tmp_path: Path) -> None:
+    budget = 3_000
+    model, _ = _run(tmp_path, max_tokens=budget)
+    counter = TokenCounter()
+    shown = [info.instructions or '' for info in model.infos]
+    assert any(shown)
+    # the index keeps to 5% of the mark (cut to the newest pages), and the history compacts to what is left
+    assert all(counter.count_text(text) <= budget * 0.05 for text in shown)
+    totals = [
+        counter.count_messages(seen) + counter.count_text(text) for seen, text in zip(model.seen, shown, strict=True)
+    ]
+    assert max(totals[5:]) <= budget * 1.25
+
+
+def test_a_continued_session_starts_with_its_index(tmp_path: Path) -> None:
+    _, first = _run(tmp_path, max_tokens=8_000)
+    index = page_index_text(first.graph_store, session_id='s')
+    assert index
+    store = open_store(f'sqlite:///{tmp_path / "memory.db"}')
+    capability: MementoCompaction[None] = MementoCompaction(store, session_id='s', max_tokens=8_000)
+    model = ScriptedModel(steps=1)
+    scripted_agent(model, [capability]).run_sync('And now the docs.')
+    assert model.infos[0].instructions == index
+
+
+def test_index_off(tmp_path: Path) -> None:
+    model, capability = _run(tmp_path, max_tokens=8_000, page_index=False)
+    assert page_index_text(capability.graph_store, session_id='s')  # pages closed all the same
+    assert all(not info.instructions for info in model.infos)
+
+
+def test_fit_index_keeps_the_header_and_the_newest_pages() -> None:
+    counter = TokenCounter()
+    header = "MEMORY INDEX: 30 archived pages. retrieve_page(page) returns a page's blocks."
+    lines = [
+        f'page {n} pg_{n:04d} (turns {n * 10}-{n * 10 + 9}, 8 blocks): ran pytest on module_{n} | topics: module_{n}, app'
+        for n in range(1, 31)
+    ]
+    text = '\n'.join([header, *lines])
+    fitted = fit_index(text, 200, counter)
+    assert counter.count_text(fitted) <= 200
+    out = fitted.split('\n')
+    assert out[0] == header
+    assert out[-1] == lines[-1]  # the newest page whole
+    assert 'left out' in out[1] and 'retrieve_page' in out[1]
+    left_out = int(out[1].strip('(').split()[0])
+    assert left_out + len(out) - 2 == len(lines)  # every page is either shown or counted as left out
+    # too little room for one page whole: the newest pages are listed without their summaries
+    newest_short = 'page 30 pg_0030 (turns 300-309): topics: module_30, app'
+    tight = counter.count_text(header) + 24 + counter.count_text(newest_short) + 1
+    short = fit_index(text, tight, counter).split('\n')
+    assert counter.count_text('\n'.join(short)) <= tight
+    assert short[-1] == newest_short
+    assert fit_index(text, 10_000, counter) == text
