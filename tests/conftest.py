@@ -8,8 +8,12 @@ import subprocess
 import uuid
 from collections.abc import Iterator
 from pathlib import Path
+from typing import TYPE_CHECKING
 
 import pytest
+
+if TYPE_CHECKING:
+    from mementograph.knowledge_graph.store._neo4j import Neo4jStore
 
 REPO = Path(__file__).resolve().parents[1]
 SHARED_DATA = Path(os.environ.get('MEMENTOGRAPH_DATA_DIR', REPO.parent / 'shared' / 'data')).resolve()
@@ -88,6 +92,27 @@ def neo4j_uri_with_auth(server: dict[str, str]) -> str:
     os.environ['NEO4J_USERNAME'] = server['user']
     os.environ['NEO4J_PASSWORD'] = server['password']
     return server['uri']
+
+
+def open_neo4j(server: dict[str, str]) -> Neo4jStore:
+    """A new store on the test server (credentials from the environment, as a user's); the caller closes it."""
+    from mementograph.knowledge_graph.store import open_store
+    from mementograph.knowledge_graph.store._neo4j import Neo4jStore
+
+    store = open_store(neo4j_uri_with_auth(server))
+    assert isinstance(store, Neo4jStore)
+    return store
+
+
+@pytest.fixture
+def neo4j_store(neo4j_server: dict[str, str]) -> Iterator[Neo4jStore]:
+    """An open store on the test server, closed after the test. The server is shared: write under
+    `unique_namespace` only."""
+    store = open_neo4j(neo4j_server)
+    try:
+        yield store
+    finally:
+        store.close()
 
 
 @pytest.fixture

@@ -60,7 +60,7 @@ class ScriptedModel:
 
 
 async def _stream(
-    model: ScriptedModel, messages: list[ModelMessage], info: AgentInfo
+    model: Callable[[list[ModelMessage], AgentInfo], ModelResponse], messages: list[ModelMessage], info: AgentInfo
 ) -> AsyncIterator[str | DeltaToolCalls]:
     """The same scripted replies, streamed (listeners of capability events make a run stream)."""
     response = model(messages, info)
@@ -75,9 +75,13 @@ async def _stream(
             }
 
 
+def streaming_model(model: Callable[[list[ModelMessage], AgentInfo], ModelResponse]) -> FunctionModel:
+    """`model` as a `FunctionModel` that answers a streamed request the same way as a plain one."""
+    return FunctionModel(model, stream_function=lambda messages, info: _stream(model, messages, info))
+
+
 def scripted_agent(model: ScriptedModel, capabilities: list[object], **kwargs: object) -> Agent[None, str]:
-    function_model = FunctionModel(model, stream_function=lambda messages, info: _stream(model, messages, info))
-    agent: Agent[None, str] = Agent(function_model, capabilities=capabilities, **kwargs)  # type: ignore[arg-type]
+    agent: Agent[None, str] = Agent(streaming_model(model), capabilities=capabilities, **kwargs)  # type: ignore[arg-type]
 
     @agent.tool_plain
     def read_file(path: str) -> str:

@@ -18,12 +18,15 @@ import base64
 import binascii
 import json
 import re
+import threading
+from collections import OrderedDict
 from collections.abc import Callable, Sequence
+from dataclasses import dataclass
 from typing import Any, Final
 
 from pydantic_ai.messages import ModelMessage, ModelMessagesTypeAdapter
 
-__all__ = ('RedactionError', 'Redactor', 'redact_messages', 'redact_secrets', 'redact_text')
+__all__ = ('MessageRedactor', 'RedactionError', 'Redactor', 'redact_messages', 'redact_secrets', 'redact_text')
 
 Redactor = Callable[[str], str]
 """Maps a text to its redacted form. It must be deterministic (the same text always redacts the same way: the
@@ -66,16 +69,20 @@ _PRIVATE_KEY: Final = re.compile(
 _URL_PASSWORD: Final = re.compile(
     r'(?P<prefix>\b[a-z][a-z0-9+.-]*://[^\s:/@"\'<>]*:)(?!\[REDACTED)[^\s@/"\'<>]+(?=@)', re.I
 )
-# Token shapes, applied after the structures above.
-_TOKENS: Final[tuple[tuple[str, re.Pattern[str]], ...]] = (
-    ('aws-access-key', re.compile(r'\b(?:AKIA|ASIA|ABIA|ACCA)[0-9A-Z]{16}\b')),
-    ('github-token', re.compile(r'\b(?:gh[pousr]_[A-Za-z0-9]{20,}|github_pat_[A-Za-z0-9_]{20,})\b')),
-    ('api-key', re.compile(r'\bsk-(?=[A-Za-z0-9_-]*[0-9])(?:[A-Za-z0-9]+-){0,3}[A-Za-z0-9_-]{16,}')),
-    ('stripe-key', re.compile(r'\b(?:sk|rk|pk)_(?:live|test)_[A-Za-z0-9]{16,}\b')),
-    ('slack-token', re.compile(r'\bxox[abposr]-[A-Za-z0-9-]{10,}')),
-    ('google-api-key', re.compile(r'\bAIza[0-9A-Za-z_-]{35}\b')),
-    ('jwt', re.compile(r'\beyJ[A-Za-z0-9_-]{8,}\.eyJ[A-Za-z0-9_-]{8,}\.[A-Za-z0-9_-]{8,}')),
-    ('bearer-token', re.compile(r'\bbearer\s+(?!\[REDACTED)[A-Za-z0-9._~+/-]{8,}=*', re.I)),
+# Token shapes, applied after the structures above, each with the literals one of which it cannot match without.
+_TOKENS: Final[tuple[tuple[str, re.Pattern[str], tuple[str, ...]], ...]] = (
+    ('aws-access-key', re.compile(r'\b(?:AKIA|ASIA|ABIA|ACCA)[0-9A-Z]{16}\b'), ('AKIA', 'ASIA', 'ABIA', 'ACCA')),
+    (
+        'github-token',
+        re.compile(r'\b(?:gh[pousr]_[A-Za-z0-9]{20,}|github_pat_[A-Za-z0-9_]{20,})\b'),
+        ('ghp_', 'gho_', 'ghu_', 'ghs_', 'ghr_', 'github_pat_'),
+    ),
+    ('api-key', re.compile(r'\bsk-(?=[A-Za-z0-9_-]*[0-9])(?:[A-Za-z0-9]+-){0,3}[A-Za-z0-9_-]{16,}'), ('sk-',)),
+    ('stripe-key', re.compile(r'\b(?:sk|rk|pk)_(?:live|test)_[A-Za-z0-9]{16,}\b'), ('_live_', '_test_')),
+    ('slack-token', re.compile(r'\bxox[abposr]-[A-Za-z0-9-]{10,}'), ('xox',)),
+    ('google-api-key', re.compile(r'\bAIza[0-9A-Za-z_-]{35}\b'), ('AIza',)),
+    ('jwt', re.compile(r'\beyJ[A-Za-z0-9_-]{8,}\.eyJ[A-Za-z0-9_-]{8,}\.[A-Za-z0-9_-]{8,}'), ('eyJ',)),
+    ('bearer-token', re.compile(r'\bbearer\s+(?!\[REDACTED)[A-Za-z0-9._~+/-]{8,}=*', re.I), ('bearer',)),
 )
 
 
@@ -105,6 +112,78 @@ _REPLACE_ASSIGNMENT: Final = _keyed(_secret_kind)
 _REPLACE_AUTH: Final = _keyed(lambda _: 'authorization')
 
 
+# Case-insensitive patterns may match these non-ASCII letters as ASCII ones (`re.I` folds them); `_fold` maps them
+# first so that a needle looked for in the folded text is found wherever the pattern could match.
+_IGNORECASE_TWINS: Final = (('\u0130', 'i'), ('\u0131', 'i'), ('\u017f', 's'), ('\u212a', 'k'))
+
+
+def _fold(text: str) -> str:
+    """`text` lowercased the way `re.IGNORECASE` compares ASCII letters, for the needle checks."""
+    if not text.isascii():
+        for twin, letter in _IGNORECASE_TWINS:
+            if twin in text:
+                text = text.replace(twin, letter)
+    return text.lower()
+
+
+@dataclass(frozen=True)
+class _Step:
+    """One pattern of `redact_secrets` with the cheap checks that must pass for it to match at all.
+
+    The patterns cost milliseconds per 20 KB each (most positions start a partial match), while a substring check
+    costs microseconds, and most text holds no secret: a pattern runs only where every group of `needles` has a
+    member in the text (in its folded form for a case-insensitive pattern) and `prefilter` (a necessary
+    sub-pattern) is found. The checks are necessary conditions only, so what gets redacted is the same as without them.
+    """
+
+    pattern: re.Pattern[str]
+    replace: str | Callable[[re.Match[str]], str]
+    needles: tuple[tuple[str, ...], ...]
+    prefilter: re.Pattern[str] | None = None
+
+    def possible(self, text: str, folded: str) -> bool:
+        haystack = folded if self.pattern.flags & re.IGNORECASE else text
+        if not all(any(needle in haystack for needle in group) for group in self.needles):
+            return False
+        return self.prefilter is None or self.prefilter.search(text) is not None
+
+
+# Every spelling of every keyword of `_KEYWORDS`, lowercase.
+_KEYWORD_NEEDLES: Final = (
+    'passwd',
+    'password',
+    'pwd',
+    'passphrase',
+    'secret',
+    'token',
+    'apikey',
+    'api_key',
+    'api-key',
+    'accesskey',
+    'access_key',
+    'access-key',
+    'privatekey',
+    'private_key',
+    'private-key',
+    'credential',
+)
+_SEPARATORS: Final = (':', '=')
+_STEPS: Final = (
+    _Step(_PRIVATE_KEY, _mark('private-key'), (('-----BEGIN ',),)),
+    _Step(_AUTH_HEADER, _REPLACE_AUTH, (('authorization',), _SEPARATORS)),
+    _Step(_URL_PASSWORD, lambda m: f'{m["prefix"]}{_mark("url-password")}', (('://',), ('@',))),
+    _Step(
+        _ASSIGNMENT,
+        _REPLACE_ASSIGNMENT,
+        (_KEYWORD_NEEDLES, _SEPARATORS),
+        # the keyword and separator of `_ASSIGNMENT` alone: far cheaper than its lazy key prefix at every position
+        prefilter=re.compile(rf'(?:{_KEYWORDS})\b["\']?\s*[:=](?!=)', re.IGNORECASE),
+    ),
+    _Step(_FLAG, lambda m: f'{m["flag"]}{m["sep"]}{_mark(_secret_kind(m["flag"]))}', (('-',), _KEYWORD_NEEDLES)),
+    *(_Step(pattern, _mark(kind), (needles,)) for kind, pattern, needles in _TOKENS),
+)
+
+
 def redact_secrets(text: str) -> str:
     """Replace common secrets in `text` with `[REDACTED:kind]`: private key blocks, `Authorization` headers and
     bearer tokens, passwords in URLs (`scheme://user:pass@host`), `password=`/`token=`/`api_key:`/... assignments
@@ -124,13 +203,12 @@ def redact_secrets(text: str) -> str:
     """
     if not text:
         return text
-    text = _PRIVATE_KEY.sub(_mark('private-key'), text)
-    text = _AUTH_HEADER.sub(_REPLACE_AUTH, text)
-    text = _URL_PASSWORD.sub(lambda m: f'{m["prefix"]}{_mark("url-password")}', text)
-    text = _ASSIGNMENT.sub(_REPLACE_ASSIGNMENT, text)
-    text = _FLAG.sub(lambda m: f'{m["flag"]}{m["sep"]}{_mark(_secret_kind(m["flag"]))}', text)
-    for kind, pattern in _TOKENS:
-        text = pattern.sub(_mark(kind), text)
+    folded = _fold(text)
+    for step in _STEPS:
+        if step.possible(text, folded):
+            text, count = step.pattern.subn(step.replace, text)
+            if count:  # a mark may hold a needle of a later step ('private-key', ...): look again
+                folded = _fold(text)
     return text
 
 
@@ -280,6 +358,18 @@ class _Walker:
         return encoded if redacted == text else base64.b64encode(redacted.encode('utf-8')).decode('ascii')
 
 
+def _redact_message(message: ModelMessage, walker: _Walker) -> ModelMessage:
+    data = ModelMessagesTypeAdapter.dump_python([message], mode='json')[0]
+    walked = walker.message(data)
+    if walked == data:
+        return message
+    try:
+        [redacted] = ModelMessagesTypeAdapter.validate_python([walked])
+    except ValueError as exc:
+        raise RedactionError(f'the redacted message is no longer a valid pydantic-ai message: {exc}') from exc
+    return redacted
+
+
 def redact_messages(messages: Sequence[ModelMessage], redact: Redactor) -> list[ModelMessage]:
     """Copies of `messages` with every text redacted; a message with nothing to redact is returned as it is (the
     same object), so its archived bytes are exactly its own.
@@ -288,15 +378,48 @@ def redact_messages(messages: Sequence[ModelMessage], redact: Redactor) -> list[
         RedactionError: the redactor failed, or its output no longer forms valid messages.
     """
     walker = _Walker(redact)
-    out: list[ModelMessage] = []
-    for message in messages:
-        data = ModelMessagesTypeAdapter.dump_python([message], mode='json')[0]
-        walked = walker.message(data)
-        if walked == data:
-            out.append(message)
-            continue
-        try:
-            out.extend(ModelMessagesTypeAdapter.validate_python([walked]))
-        except ValueError as exc:
-            raise RedactionError(f'the redacted message is no longer a valid pydantic-ai message: {exc}') from exc
-    return out
+    return [_redact_message(message, walker) for message in messages]
+
+
+_MEMO_LIMIT: Final = 4_096
+
+
+class MessageRedactor:
+    """`redact_messages` with one hook, remembering each message's redacted form by identity.
+
+    A session's messages are redacted on their way into the log and again when their block is archived (or a large
+    tool result stubbed); the hook is deterministic and the messages are immutable, so the second time is the first
+    one's result. Entries keep their message alive (an equal id is then the same object, as in
+    `TokenCounter`), and the oldest are dropped past `limit`: a dropped message is simply redacted again. Thread-safe
+    (the log writer redacts on its own thread); a failing hook is not remembered, so it fails again.
+    """
+
+    def __init__(self, redact: Redactor, *, limit: int = _MEMO_LIMIT) -> None:
+        self.redact = redact
+        self._walker = _Walker(redact)
+        self._limit = limit
+        self._memo: OrderedDict[int, tuple[ModelMessage, ModelMessage]] = OrderedDict()
+        self._lock = threading.Lock()
+
+    def __call__(self, messages: Sequence[ModelMessage]) -> list[ModelMessage]:
+        """`redact_messages(messages, self.redact)`, each message redacted once.
+
+        Raises:
+            RedactionError: the redactor failed, or its output no longer forms valid messages.
+        """
+        return [self._one(message) for message in messages]
+
+    def _one(self, message: ModelMessage) -> ModelMessage:
+        key = id(message)
+        with self._lock:
+            hit = self._memo.get(key)
+            if hit is not None and hit[0] is message:
+                self._memo.move_to_end(key)
+                return hit[1]
+        redacted = _redact_message(message, self._walker)  # outside the lock: the hook may be slow
+        with self._lock:
+            self._memo[key] = (message, redacted)
+            self._memo.move_to_end(key)
+            while len(self._memo) > self._limit:
+                self._memo.popitem(last=False)
+        return redacted

@@ -13,7 +13,7 @@ import pytest
 from mementograph import MementoCompaction, open_store
 from mementograph.knowledge_graph.store import GraphStore
 from tests.capabilities.probe import ProbeModel, own_pointer, probe_agent, tool_returns
-from tests.conftest import neo4j_uri_with_auth
+from tests.conftest import open_neo4j
 
 
 @dataclass
@@ -27,7 +27,7 @@ def shared(request: pytest.FixtureRequest, tmp_path: Path, unique_namespace: str
     if request.param == 'sqlite':
         store = open_store(f'sqlite://{tmp_path / "shared.db"}')
     else:
-        store = open_store(neo4j_uri_with_auth(request.getfixturevalue('neo4j_server')))
+        store = open_neo4j(request.getfixturevalue('neo4j_server'))
     try:
         yield Shared(store, unique_namespace)
     finally:

@@ -6,6 +6,7 @@ from __future__ import annotations
 
 import base64
 import json
+import threading
 import warnings
 from collections.abc import Callable
 from pathlib import Path
@@ -32,8 +33,8 @@ from mementograph import MementoCompaction, MementoWarning, open_store, redact_s
 from mementograph._messages import deserialize_messages, serialize_messages
 from mementograph._redact import RedactionError, redact_messages
 from mementograph.knowledge_graph.store import GraphStore
+from mementograph.knowledge_graph.store._neo4j import Neo4jStore
 from tests.capabilities.probe import ProbeModel, module_body, own_pointer, probe_agent, tool_returns
-from tests.conftest import neo4j_uri_with_auth
 
 GITHUB_TOKEN = 'ghp_' + 'Zq9XwT4kLmN7vB2cR8sY1dF6gH3jK5pQ0aE4'
 DB_PASSWORD = 'Sup3rS3cretDbPw'
@@ -136,8 +137,8 @@ async def test_secrets_never_reach_the_sqlite_file(tmp_path: Path) -> None:
 
 
 @pytest.mark.neo4j
-async def test_secrets_never_reach_neo4j(neo4j_server: dict[str, str], unique_namespace: str) -> None:
-    store = open_store(neo4j_uri_with_auth(neo4j_server))
+async def test_secrets_never_reach_neo4j(neo4j_store: Neo4jStore, unique_namespace: str) -> None:
+    store = neo4j_store
     try:
         model = secret_model()
         capability = _capability(store, redact_secrets, session_id='s', namespace=unique_namespace)
@@ -146,26 +147,25 @@ async def test_secrets_never_reach_neo4j(neo4j_server: dict[str, str], unique_na
         assert store.list_blocks(namespace=unique_namespace, session_id='s')
 
         for needle in NEEDLES:  # Cypher CONTAINS over every string property of the namespace's nodes
-            records, _, _ = store._driver.execute_query(  # type: ignore[attr-defined]
+            records, _, _ = store._driver.execute_query(
                 'MATCH (n) WHERE n.namespace = $namespace UNWIND keys(n) AS key WITH n[key] AS value '
                 'WHERE value IS :: STRING AND value CONTAINS $needle RETURN count(*) AS hits',
                 namespace=unique_namespace,
                 needle=needle,
-                database_=store._database,  # type: ignore[attr-defined]
+                database_=store._database,
             )
             assert records[0]['hits'] == 0, needle
         # byte-array properties (archived messages, log payloads) and lists, read back whole
-        records, _, _ = store._driver.execute_query(  # type: ignore[attr-defined]
+        records, _, _ = store._driver.execute_query(
             'MATCH (n) WHERE n.namespace = $namespace RETURN properties(n) AS p',
             namespace=unique_namespace,
-            database_=store._database,  # type: ignore[attr-defined]
+            database_=store._database,
         )
         everything = b'\n'.join(_property_bytes(value) for record in records for value in record['p'].values())
         assert b'[REDACTED:aws-access-key]' in everything and b'[REDACTED:github-token]' in everything
         assert _found(NEEDLES, everything) == []
     finally:
         store.delete_session('s', namespace=unique_namespace)
-        store.close()
 
 
 def _property_bytes(value: object) -> bytes:
@@ -198,6 +198,35 @@ async def test_a_failing_hook_archives_nothing(tmp_path: Path, redact: Callable[
     assert (stats.blocks, stats.parts, stats.mementos, stats.events) == (0, 0, 0, 0)
     store.close()
     assert _found(NEEDLES, _raw_bytes(db)) == []
+
+
+class CountingRedactor:
+    """`redact_secrets`, counting its calls (from the log writer's thread as well)."""
+
+    def __init__(self) -> None:
+        self.calls = 0
+        self._lock = threading.Lock()
+
+    def __call__(self, text: str) -> str:
+        with self._lock:
+            self.calls += 1
+        return redact_secrets(text)
+
+
+async def test_each_message_is_redacted_once(tmp_path: Path) -> None:
+    """The log writer's redaction of a message is reused when its block is archived or its tool result stubbed."""
+    store = open_store(f'sqlite://{tmp_path / "once.db"}')
+    redact = CountingRedactor()
+    result = await secret_agent(secret_model(), _capability(store, redact, session_id='s')).run(PROMPT)
+    assert result.output == 'SECRETRUN: all 8 modules read.'
+    # both archiving paths ran on logged messages: whole blocks and micro-compacted tool results
+    assert {b.kind for b in store.list_blocks(session_id='s', kind=None)} == {'block', 'part'}
+    log = [m for e in store.read_events('s') if e.kind == 'message' for m in deserialize_messages(e.payload)]
+    store.close()
+    # redacting the logged messages once makes as many calls (the same strings, redacted or not) as the whole run
+    once = CountingRedactor()
+    assert redact_messages(log, once) == log  # idempotent: the log holds the redacted form
+    assert once.calls > 0 and redact.calls == once.calls
 
 
 # -- redact_secrets and redact_messages -----------------------------------------------------------------------------

@@ -16,8 +16,8 @@ from pydantic_ai.messages import ModelMessage
 
 from mementograph import MementoCompaction, MementoWarning, open_store, redact_secrets
 from mementograph.knowledge_graph.store import GraphStore
+from mementograph.knowledge_graph.store._neo4j import Neo4jStore
 from tests.capabilities.probe import ProbeModel, own_pointer, probe_agent, tool_returns
-from tests.conftest import neo4j_uri_with_auth
 
 
 def sqlite_rows(path: Path) -> dict[str, int]:
@@ -84,9 +84,9 @@ async def test_run_retention_deletes_the_session_when_the_run_ends_sqlite(db: Pa
 
 @pytest.mark.neo4j
 async def test_run_retention_deletes_the_session_when_the_run_ends_neo4j(
-    neo4j_server: dict[str, str], unique_namespace: str
+    neo4j_store: Neo4jStore, unique_namespace: str
 ) -> None:
-    store = open_store(neo4j_uri_with_auth(neo4j_server))
+    store = neo4j_store
     try:
         recorder = Recorder(lambda: neo4j_nodes(store, unique_namespace))
         model = ProbeModel('RUNSCOPED', probes=[('recover_block', recorder)])
@@ -99,17 +99,15 @@ async def test_run_retention_deletes_the_session_when_the_run_ends_neo4j(
         assert 'sha256 verified' in recovered
         assert recorder.during[0] > 0
         assert neo4j_nodes(store, unique_namespace) == 0
-        records, _, _ = store._driver.execute_query(  # type: ignore[attr-defined]
+        records, _, _ = store._driver.execute_query(
             'MATCH (s:Session) WHERE s.id = $id AND s.namespace = $namespace RETURN count(s) AS n',
             id='scratch',
             namespace=unique_namespace,
-            database_=store._database,  # type: ignore[attr-defined]
+            database_=store._database,
         )
         assert records[0]['n'] == 0
     finally:
         store.delete_session('scratch', namespace=unique_namespace)
-        store.close()
-        store.close()
 
 
 async def test_run_retention_deletes_also_when_the_run_fails(db: Path) -> None:

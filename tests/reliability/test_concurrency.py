@@ -44,16 +44,17 @@ from pydantic_ai.messages import (
     ToolCallPart,
     ToolReturnPart,
 )
-from pydantic_ai.models.function import AgentInfo, DeltaToolCall, DeltaToolCalls, FunctionModel
+from pydantic_ai.models.function import AgentInfo
 from pydantic_ai.usage import UsageLimits
 
 from mementograph import MementoCompaction, MementoEvictedEvent, MementoSkippedEvent, open_store
 from mementograph._messages import deserialize_messages, serialize_messages
 from mementograph.capabilities._layout import stub_info
 from mementograph.knowledge_graph.store import GraphStore, StoreError
-from tests.conftest import REPO, neo4j_uri_with_auth
+from tests.conftest import REPO
 from tests.reliability._checks import session_problems, verify_problems
 from tests.reliability._session import Recorder
+from tests.scripted import streaming_model
 
 UNLIMITED = UsageLimits(request_limit=None, tool_calls_limit=None)
 _TAG = re.compile(r'SESSIONTAG_(s\d+)_')
@@ -241,24 +242,8 @@ class SessionModel:
                     run.violations.append(f'another session answered recover_block: {text[:200]}')
 
 
-async def _stream(
-    model: SessionModel, messages: list[ModelMessage], info: AgentInfo
-) -> AsyncIterable[str | DeltaToolCalls]:
-    response = model(messages, info)
-    for index, part in enumerate(response.parts):
-        if isinstance(part, TextPart):
-            yield part.content
-        elif isinstance(part, ToolCallPart):
-            yield {
-                index: DeltaToolCall(
-                    name=part.tool_name, json_args=part.args_as_json_str(), tool_call_id=part.tool_call_id
-                )
-            }
-
-
 def build_agent(model: SessionModel, capability: MementoCompaction[Any]) -> Agent[None, str]:
-    function_model = FunctionModel(model, stream_function=lambda messages, info: _stream(model, messages, info))
-    agent: Agent[None, str] = Agent(function_model, capabilities=[capability])
+    agent: Agent[None, str] = Agent(streaming_model(model), capabilities=[capability])
 
     @agent.tool
     def read_file(ctx: RunContext[None], path: str) -> str:
@@ -545,15 +530,11 @@ def test_sqlite_sessions_in_four_processes_on_one_file(tmp_path: Path, unique_na
 
 
 @pytest.mark.neo4j
-def test_neo4j_sessions_in_threads(neo4j_server: dict[str, str], unique_namespace: str) -> None:
-    store = open_store(neo4j_uri_with_auth(neo4j_server))
-    try:
-        started = time.perf_counter()
-        runs = run_threads(store, unique_namespace, NEO4J_THREADS, threads=10)
-        figures = check(store, unique_namespace, runs, time.perf_counter() - started)
-        _delete_namespace(store, unique_namespace)
-    finally:
-        store.close()
+def test_neo4j_sessions_in_threads(neo4j_store: GraphStore, unique_namespace: str) -> None:
+    started = time.perf_counter()
+    runs = run_threads(neo4j_store, unique_namespace, NEO4J_THREADS, threads=10)
+    figures = check(neo4j_store, unique_namespace, runs, time.perf_counter() - started)
+    _delete_namespace(neo4j_store, unique_namespace)
     _assert_clean(figures, NEO4J_THREADS, refusals_allowed=True)
 
 

@@ -57,6 +57,7 @@ from mementograph import MementoCompaction, MementoWarning, open_store
 from mementograph._messages import deserialize_messages, serialize_messages
 from mementograph.capabilities._layout import MICRO_METADATA, stub_info
 from mementograph.knowledge_graph.store import GraphStore
+from tests.conftest import open_neo4j
 from tests.reliability._checks import session_problems, verify_problems
 from tests.reliability._session import Recorder
 
@@ -628,12 +629,10 @@ HOSTILE_VALUES = [
 
 @pytest.fixture(params=['sqlite', pytest.param('neo4j', marks=pytest.mark.neo4j)])
 def query_store(request: pytest.FixtureRequest, tmp_path: Path, unique_namespace: str) -> Any:
-    from tests.conftest import neo4j_uri_with_auth
-
     if request.param == 'sqlite':
         opened = open_store(f'sqlite://{tmp_path / "query.db"}')
     else:
-        opened = open_store(neo4j_uri_with_auth(request.getfixturevalue('neo4j_server')))
+        opened = open_neo4j(request.getfixturevalue('neo4j_server'))
     yield request.param, opened
     for session in opened.list_sessions(namespace=unique_namespace):
         opened.delete_session(session.id, namespace=unique_namespace)

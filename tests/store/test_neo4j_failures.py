@@ -39,13 +39,8 @@ LOCKED = EntityRecord(key='file:locked.py', name='locked.py', kind='file')
 
 
 @pytest.fixture
-def store(neo4j_server: dict[str, str]) -> Iterator[Neo4jStore]:
-    opened = open_store(neo4j_uri_with_auth(neo4j_server))
-    assert isinstance(opened, Neo4jStore)
-    try:
-        yield opened
-    finally:
-        opened.close()
+def store(neo4j_store: Neo4jStore) -> Neo4jStore:
+    return neo4j_store
 
 
 def _free_port() -> int:

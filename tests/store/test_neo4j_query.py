@@ -4,15 +4,13 @@ from __future__ import annotations
 
 import argparse
 import json
-from collections.abc import Iterator
 
 import pytest
 
 from mementograph.cli import _query
-from mementograph.knowledge_graph.store import QueryError, ReadOnlyViolationError, open_store
+from mementograph.knowledge_graph.store import QueryError, ReadOnlyViolationError
 from mementograph.knowledge_graph.store import _neo4j as neo4j_module
 from mementograph.knowledge_graph.store._neo4j import Neo4jStore
-from tests.conftest import neo4j_uri_with_auth
 from tests.store.test_cypher_examples import APP, Known, write_known_data
 from tests.store.test_cypher_lexer import REFUSED
 
@@ -20,13 +18,8 @@ pytestmark = pytest.mark.neo4j
 
 
 @pytest.fixture
-def store(neo4j_server: dict[str, str]) -> Iterator[Neo4jStore]:
-    opened = open_store(neo4j_uri_with_auth(neo4j_server))
-    assert isinstance(opened, Neo4jStore)
-    try:
-        yield opened
-    finally:
-        opened.close()
+def store(neo4j_store: Neo4jStore) -> Neo4jStore:
+    return neo4j_store
 
 
 @pytest.fixture

@@ -4,7 +4,6 @@ setup, and the graph the embedded view mirrors."""
 from __future__ import annotations
 
 import threading
-from collections.abc import Iterator
 
 import pytest
 
@@ -12,7 +11,7 @@ from mementograph.knowledge_graph import BlockRecord, EntityRecord, Eviction, Me
 from mementograph.knowledge_graph.store import open_store
 from mementograph.knowledge_graph.store._neo4j import FULLTEXT_INDEX, Neo4jStore
 from tests.builders import ret, session_history, user
-from tests.conftest import neo4j_uri_with_auth
+from tests.conftest import open_neo4j
 from tests.store.test_contract import make_eviction
 
 pytestmark = pytest.mark.neo4j
@@ -24,13 +23,8 @@ CHAIN = (
 
 
 @pytest.fixture
-def store(neo4j_server: dict[str, str]) -> Iterator[Neo4jStore]:
-    opened = open_store(neo4j_uri_with_auth(neo4j_server))
-    assert isinstance(opened, Neo4jStore)
-    try:
-        yield opened
-    finally:
-        opened.close()
+def store(neo4j_store: Neo4jStore) -> Neo4jStore:
+    return neo4j_store
 
 
 def _block(ns: str, seq: int, kind: str = 'block', session: str = 's') -> BlockRecord:
@@ -125,8 +119,7 @@ def test_concurrent_evictions_of_one_session_keep_one_chain(store: Neo4jStore, u
 
 def test_schema_setup_is_idempotent(store: Neo4jStore, neo4j_server: dict[str, str]) -> None:
     store.ensure_schema()
-    second = open_store(neo4j_uri_with_auth(neo4j_server))
-    second.close()
+    open_neo4j(neo4j_server).close()
     names = {row['name'] for row in store._driver.execute_query('SHOW INDEXES YIELD name RETURN name').records}
     assert {FULLTEXT_INDEX, 'mementograph_block_id', 'mementograph_block_order', 'mementograph_event_uid'} <= names
 

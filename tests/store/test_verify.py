@@ -391,12 +391,9 @@ def test_session_record_gone_orphans_its_records(backend: Backend, archived: dic
 
 
 @pytest.mark.neo4j
-def test_missing_summarizes_edge_on_neo4j(neo4j_server: dict[str, str], unique_namespace: str) -> None:
+def test_missing_summarizes_edge_on_neo4j(neo4j_store: GraphStore, unique_namespace: str) -> None:
     """Only Neo4j stores a memento's targets twice (its `summarizes` list and its edges): they can disagree."""
-    from mementograph.knowledge_graph.store import open_store
-    from tests.conftest import neo4j_uri_with_auth
-
-    store = open_store(neo4j_uri_with_auth(neo4j_server))
+    store = neo4j_store
     try:
         a = archive(store, unique_namespace, 'a')
         backend = Backend(store=store, namespace=unique_namespace, tamper=lambda _: None)
@@ -413,7 +410,6 @@ def test_missing_summarizes_edge_on_neo4j(neo4j_server: dict[str, str], unique_n
         assert found(report) == {('missing_summarizes', a.memento_ids[4]), ('extra_summarizes', a.memento_ids[5])}
     finally:
         store.delete_session('a', namespace=unique_namespace)
-        store.close()
 
 
 def test_verify_unknown_session_is_not_found(

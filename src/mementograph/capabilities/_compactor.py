@@ -30,7 +30,7 @@ from pydantic_ai.messages import (
 )
 
 from .._messages import deserialize_messages, message_text, part_text
-from .._redact import Redactor, redact_messages
+from .._redact import MessageRedactor, Redactor
 from .._tokens import MESSAGE_OVERHEAD_TOKENS, TokenCounter
 from ..knowledge_graph import (
     BlockRecord,
@@ -172,6 +172,8 @@ class SessionCompactor:
     _seen_position: int = field(default=0, init=False, repr=False)
     _seen_ids: list[int] = field(default_factory=list[int], init=False, repr=False)
     _writer: SessionLogWriter | None = field(default=None, init=False, repr=False)
+    _redactor: MessageRedactor | None = field(default=None, init=False, repr=False)
+    """`redact` with a memo shared by the log writer and `archived`: each message is redacted once."""
 
     # -- the live history -----------------------------------------------------------------------------------------
 
@@ -225,7 +227,9 @@ class SessionCompactor:
                 pending.append(slot)
         if pending:
             if self._writer is None:
-                self._writer = SessionLogWriter(self.store, self.session_id, self.namespace, redact=self.redact)
+                self._writer = SessionLogWriter(
+                    self.store, self.session_id, self.namespace, redact=self._message_redactor()
+                )
             self._writer.submit([(slot.log_index, messages[slot.index]) for slot in reversed(pending)])
             self._logged_through = pending[0].log_index
         return len(pending)
@@ -246,8 +250,19 @@ class SessionCompactor:
             writer.close()
 
     def archived(self, messages: Sequence[ModelMessage]) -> list[ModelMessage]:
-        """`messages` as the store gets them: redacted when there is a `redact` hook (raises `RedactionError`)."""
-        return list(messages) if self.redact is None else redact_messages(messages, self.redact)
+        """`messages` as the store gets them: redacted when there is a `redact` hook (raises `RedactionError`).
+
+        A message the log writer redacted already is not redacted again (the hook is the costly part of archiving).
+        """
+        redactor = self._message_redactor()
+        return list(messages) if redactor is None else redactor(messages)
+
+    def _message_redactor(self) -> MessageRedactor | None:
+        if self.redact is None:
+            return None
+        if self._redactor is None or self._redactor.redact is not self.redact:
+            self._redactor = MessageRedactor(self.redact)
+        return self._redactor
 
     # -- compaction -----------------------------------------------------------------------------------------------
 
@@ -322,7 +337,25 @@ class SessionCompactor:
         return rewritten, replace(report, micro_part_ids=tuple(r.id for r in records))
 
     def _stub_parts(self, message: ModelRequest, slot: Slot) -> tuple[BlockRecord, ModelRequest] | None:
-        """Archive a request holding large tool results or binary content, and stub those parts."""
+        """Archive a request holding large tool results or binary content, and stub those parts.
+
+        What to stub is decided on the live message first: a large request often has nothing to stub (many small
+        parts), and redacting it only to find that out would be wasted.
+        """
+        large: dict[int, int] = {}  # index of a tool return to stub -> its tokens
+        for index, part in enumerate(message.parts):
+            if isinstance(part, BaseToolReturnPart) and micro_part_id(part) is None:
+                tokens = self.counter.count_text(part_text(part))
+                if tokens >= self.policy.micro_min_tokens:
+                    large[index] = tokens
+        binary = any(
+            isinstance(part, UserPromptPart)
+            and not isinstance(part.content, str)
+            and any(isinstance(item, BinaryContent) for item in part.content)
+            for part in message.parts
+        )
+        if not large and not binary:
+            return None
         archived = self.archived([message])[0]
         record = BlockRecord.from_messages(
             [archived],
@@ -335,37 +368,32 @@ class SessionCompactor:
         )
         pointer = f'recover_block("{record.id}")'
         parts: list[ModelRequestPart] = []
-        changed = False
-        for part in message.parts:
-            if isinstance(part, BaseToolReturnPart) and micro_part_id(part) is None:
-                text = part_text(part)
-                tokens = self.counter.count_text(text)
-                if tokens >= self.policy.micro_min_tokens:
-                    head, tail = text[: self.policy.stub_head_chars], text[-self.policy.stub_tail_chars :]
-                    stub = f'{head}\n[... {tokens} tokens of this tool result archived; the full text: {pointer} ...]\n{tail}'
-                    metadata = {**(part.metadata if isinstance(part.metadata, dict) else {}), MICRO_METADATA: record.id}
-                    parts.append(replace(part, content=stub, metadata=metadata))  # type: ignore[arg-type]
-                    changed = True
-                    continue
+        for index, part in enumerate(message.parts):
+            if isinstance(part, BaseToolReturnPart) and index in large:
+                text, tokens = part_text(part), large[index]
+                head, tail = text[: self.policy.stub_head_chars], text[-self.policy.stub_tail_chars :]
+                stub = (
+                    f'{head}\n[... {tokens} tokens of this tool result archived; the full text: {pointer} ...]\n{tail}'
+                )
+                metadata = {**(part.metadata if isinstance(part.metadata, dict) else {}), MICRO_METADATA: record.id}
+                parts.append(replace(part, content=stub, metadata=metadata))  # type: ignore[arg-type]
+                continue
             if isinstance(part, UserPromptPart) and not isinstance(part.content, str):
                 items: list[UserContent] = []
                 for item in part.content:
                     if isinstance(item, BinaryContent):
                         placeholder = f'[{item.media_type}, {len(item.data)} bytes archived; the original: {pointer}]'
                         items.append(TextContent(placeholder, metadata={MICRO_METADATA: record.id}))
-                        changed = True
                     else:
                         items.append(item)
                 parts.append(replace(part, content=items))
                 continue
             parts.append(part)
-        if not changed:
-            return None
         return record, replace(message, parts=parts)
 
     def _originals(self, messages: Sequence[ModelMessage]) -> list[ModelMessage]:
         """Messages as they were logged (redacted, with a hook): micro-compacted ones are read back from their
-        archived parts (redacted already), the others are redacted now."""
+        archived parts (redacted already), the others come from `archived` (the log writer's redaction, reused)."""
         originals: list[ModelMessage] = []
         for message in messages:
             part_id = next(

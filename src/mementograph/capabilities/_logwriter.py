@@ -1,9 +1,10 @@
 """`SessionLogWriter` -- appends arriving messages to the session log on one background thread, in order.
 
 Serializing a message exactly and committing it costs a few hundred microseconds on SQLite and milliseconds over
-bolt (plus redaction, with a hook); none of it has to delay the model request. One worker thread keeps the log in arrival order, a failed
-append stays pending and is retried with the next one (appends are idempotent by message index), and `flush()`
-makes everything submitted durable before a compaction is written or the run ends.
+bolt (plus redaction, with a hook); none of it has to delay the model request. One worker thread keeps the log in
+arrival order, a failed append stays pending and is retried with the next one (appends are idempotent by message
+index), and `flush()` makes everything submitted durable before a compaction is written or the run ends. With a hook,
+the writer shares the compactor's `MessageRedactor`, so a message archived later is not redacted a second time.
 """
 
 from __future__ import annotations
@@ -15,7 +16,7 @@ from concurrent.futures import Future, ThreadPoolExecutor
 
 from pydantic_ai.messages import ModelMessage
 
-from .._redact import Redactor, redact_messages
+from .._redact import MessageRedactor
 from ..knowledge_graph import SessionEvent
 from ..knowledge_graph.store import GraphStore
 
@@ -25,7 +26,9 @@ __all__ = ('SessionLogWriter',)
 class SessionLogWriter:
     """Background, ordered, retrying appends of one session's messages."""
 
-    def __init__(self, store: GraphStore, session_id: str, namespace: str, *, redact: Redactor | None = None) -> None:
+    def __init__(
+        self, store: GraphStore, session_id: str, namespace: str, *, redact: MessageRedactor | None = None
+    ) -> None:
         self._store = store
         self._redact = redact
         self._session_id = session_id
@@ -53,7 +56,7 @@ class SessionLogWriter:
             return
         messages = [message for _, message in batch]
         if self._redact is not None:  # a failing hook fails the append: the batch stays queued, nothing is written
-            messages = redact_messages(messages, self._redact)
+            messages = self._redact(messages)  # remembered: archiving these messages later reuses it
         events = [
             SessionEvent.for_message(message, session_id=self._session_id, namespace=self._namespace, index=index)
             for (index, _), message in zip(batch, messages, strict=True)
