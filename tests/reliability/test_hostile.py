@@ -386,7 +386,13 @@ def store(tmp_path: Path) -> Any:
 def test_generated_histories_never_break_the_run_nor_split_a_pair(store: GraphStore, unique_namespace: str) -> None:
     outcomes: list[str] = []
 
-    @settings(max_examples=60, deadline=None, suppress_health_check=[HealthCheck.too_slow, HealthCheck.data_too_large])
+    # derandomized: the same 60 histories every run, so the coverage check below cannot flake
+    @settings(
+        max_examples=60,
+        deadline=None,
+        derandomize=True,
+        suppress_health_check=[HealthCheck.too_slow, HealthCheck.data_too_large],
+    )
     @given(histories())
     def one(history: list[ModelMessage]) -> None:
         session = f'h{next(_sessions)}'
