@@ -26,6 +26,7 @@ import json
 import os
 import random
 import statistics
+import sys
 import tempfile
 import time
 from collections.abc import Sequence
@@ -79,18 +80,18 @@ def _relink(mentions: Sequence[Mention], source_id: str) -> list[Mention]:
     return [Mention(source_id=source_id, entity=m.entity, count=m.count) for m in mentions]
 
 
-def load(store: GraphStore, sources: Sequence[Source], count: int) -> None:
+def load(store: GraphStore, sources: Sequence[Source], count: int, namespace: str = 'default') -> None:
     pending: dict[str, list[tuple[BlockRecord, MementoRecord, list[Mention]]]] = {}
     for i in range(count):
         source = sources[i % len(sources)]
         session = f's{i // SESSION_BLOCKS}'
         block = BlockRecord.from_messages(
-            source.messages, session_id=session, seq=i, tokens=source.tokens, text=source.text
+            source.messages, session_id=session, seq=i, tokens=source.tokens, text=source.text, namespace=namespace
         )
         memento = MementoRecord(
-            id=memento_id_for('default', session, [block.id]),
+            id=memento_id_for(namespace, session, [block.id]),
             session_id=session,
-            namespace='default',
+            namespace=namespace,
             text=source.memento,
             tokens=source.memento_tokens,
             summarizes=(block.id,),
@@ -103,6 +104,7 @@ def load(store: GraphStore, sources: Sequence[Source], count: int) -> None:
                 store.write_eviction(
                     Eviction(
                         session_id=sid,
+                        namespace=namespace,
                         blocks=tuple(b for b, _, _ in items),
                         mementos=tuple(m for _, m, _ in items),
                         mentions=tuple(x for _, _, ms in items for x in ms),
@@ -132,23 +134,23 @@ def percentile(values: Sequence[float], q: float) -> float:
     return ordered[min(len(ordered) - 1, int(q * len(ordered)))]
 
 
-def measure(store: GraphStore, texts: Sequence[str], rounds: int = 3) -> dict[str, float]:
+def measure(store: GraphStore, texts: Sequence[str], namespace: str, rounds: int = 3) -> dict[str, float]:
     started = time.perf_counter()
-    store.search_text('warm up the full-text index', k=1)
+    store.search_text('warm up the full-text index', k=1, namespace=namespace)
     index_s = time.perf_counter() - started
     for text in texts:  # warm-up round (caches, lazy index)
-        recall(store, text, 10, session_id=None)
+        recall(store, text, 10, namespace=namespace, session_id=None)
     times: dict[str, list[float]] = {'recall': [], 'graph': [], 'search_text': []}
     for _ in range(rounds):
         for text in texts:
             t0 = time.perf_counter()
-            recall(store, text, 10, session_id=None)
+            recall(store, text, 10, namespace=namespace, session_id=None)
             times['recall'].append((time.perf_counter() - t0) * 1000)
             t0 = time.perf_counter()
-            recall(store, text, 10, session_id=None, method='graph')
+            recall(store, text, 10, namespace=namespace, session_id=None, method='graph')
             times['graph'].append((time.perf_counter() - t0) * 1000)
             t0 = time.perf_counter()
-            store.search_text(text, k=20)
+            store.search_text(text, k=20, namespace=namespace)
             times['search_text'].append((time.perf_counter() - t0) * 1000)
     row: dict[str, float] = {'index_s': round(index_s, 2)}
     for name, values in times.items():
@@ -164,6 +166,10 @@ def main() -> None:
     parser.add_argument('--store', action='append', help='sqlite (default), memory, or a neo4j:// URI; repeatable')
     parser.add_argument('--queries', type=int, default=60)
     args = parser.parse_args()
+    # `python scripts/bench/recall.py` puts this folder first on sys.path, where `neo4j.py` (the Neo4j bench)
+    # would shadow the driver package that the Neo4j store imports lazily
+    here = Path(__file__).resolve().parent
+    sys.path[:] = [entry for entry in sys.path if Path(entry or '.').resolve() != here]
     counter = TokenCounter()
     started = time.perf_counter()
     sources = real_sources(Path(args.data), counter)
@@ -176,13 +182,19 @@ def main() -> None:
                 uri = f'sqlite://{Path(tmp) / "recall.db"}' if target == 'sqlite' else target
                 uri = 'memory://' if target == 'memory' else uri
                 store = open_store(uri)
+                # a namespace of the run's own: a shared server (Neo4j) is never touched outside it
+                namespace = f'bench-recall-{os.getpid()}-{size}'
                 try:
                     t0 = time.perf_counter()
-                    load(store, sources, size)
+                    load(store, sources, size, namespace)
                     load_s = time.perf_counter() - t0
                     row = {'blocks': size, 'store': uri.split('://')[0], 'load_s': round(load_s, 1)}
-                    row |= measure(store, texts)
+                    row |= measure(store, texts, namespace)
+                    row['load_avg_1m'] = round(os.getloadavg()[0], 2)
                 finally:
+                    if not uri.startswith(('sqlite://', 'memory://')):
+                        for session in range((size + SESSION_BLOCKS - 1) // SESSION_BLOCKS):
+                            store.delete_session(f's{session}', namespace=namespace)
                     store.close()
             rows.append(row)
             print(json.dumps(row), flush=True)

@@ -18,7 +18,9 @@ load from other jobs on the machine falls on both alike. The store defers its fu
 the first read that needs them; `index s` is that first read (a search and an entity lookup) after all the
 writes, and `ratio incl. index` charges it to the writes. Memory, file size and recover latency come from a
 separate process per store and size that writes the `full` shape with no baseline beside it, so RSS growth is
-the store's alone.
+the store's alone. Pages per eviction (`--pages-sizes`, `sqlite://` only) are read from the WAL: after the first
+`size - 1000` evictions, a checkpoint, then 1000 more with checkpoints off, each WAL frame counted against the
+B-tree (table or index, overflow pages included) its page belongs to, from `dbstat`; the baseline likewise.
 Writes a table to stdout and JSON to bench-results/store.json.
 """
 
@@ -30,6 +32,7 @@ import os
 import pickle
 import sqlite3
 import statistics
+import struct
 import subprocess
 import sys
 import tempfile
@@ -222,6 +225,56 @@ def throughput(sources: list[Source], size: int, scheme: str, shape: str) -> dic
     }
 
 
+PAGE_SAMPLE = 1000
+
+
+def wal_pages(conn: sqlite3.Connection, wal: Path) -> Counter[str]:
+    """WAL frames by the B-tree their page belongs to (page 1, the file header, is `sqlite_schema`'s)."""
+    page_size = conn.execute('PRAGMA page_size').fetchone()[0]
+    names = dict(conn.execute('SELECT pageno, name FROM dbstat').fetchall())
+    data = wal.read_bytes()
+    counts: Counter[str] = Counter()
+    for offset in range(32, len(data) - 23, 24 + page_size):  # 32-byte WAL header, then (24-byte header, page)s
+        counts[names.get(struct.unpack('>I', data[offset : offset + 4])[0], '?')] += 1
+    return counts
+
+
+def pages(sources: list[Source], size: int, shape: str) -> dict[str, object]:
+    """B-tree pages each eviction (and each baseline insert) writes to the WAL, over the last evictions of `size`."""
+    sample = min(PAGE_SAMPLE, size)
+    with tempfile.TemporaryDirectory() as tmp:
+        store = SqliteStore(Path(tmp) / 'store.db')
+        baseline = Baseline(Path(tmp) / 'baseline.db', store_pragmas(store))
+        conns = (store._conn, baseline.conn)  # the bench peeks
+        batch = evictions(sources, size, shape)
+        for n in range(size):
+            if n == size - sample:
+                for conn in conns:
+                    conn.execute('PRAGMA wal_checkpoint(TRUNCATE)').fetchall()
+                    conn.execute('PRAGMA wal_autocheckpoint = 0')
+            eviction = next(batch)
+            store.write_eviction(eviction)
+            baseline.write(eviction)
+        counts = [
+            wal_pages(conn, Path(tmp) / name)
+            for conn, name in zip(conns, ('store.db-wal', 'baseline.db-wal'), strict=True)
+        ]
+        store.close()
+        baseline.conn.close()
+
+    def per(count: int) -> float:
+        return round(count / sample, 2)
+
+    return {
+        'blocks': size,
+        'shape': shape,
+        'store_pages': per(sum(counts[0].values())),
+        'baseline_pages': per(sum(counts[1].values())),
+        'store_by_btree': {name: per(count) for name, count in counts[0].most_common()},
+        'baseline_by_btree': {name: per(count) for name, count in counts[1].most_common()},
+    }
+
+
 def footprint(sources: list[Source], size: int, scheme: str, recovers: int) -> dict[str, object]:
     with tempfile.TemporaryDirectory() as tmp:
         rss_before = rss_mb()
@@ -256,7 +309,9 @@ def main() -> None:
     parser.add_argument('--stores', default='memory,sqlite')
     parser.add_argument('--data', default=os.environ.get('MEMENTOGRAPH_DATA_DIR', str(REPO.parent / 'shared' / 'data')))
     parser.add_argument('--recovers', type=int, default=2000)
-    parser.add_argument('--child', help=argparse.SUPPRESS)  # "throughput:SCHEME:SHAPE:SIZE" or "footprint:SCHEME:SIZE"
+    parser.add_argument('--pages-sizes', default='1000,10000', help='sizes to count WAL pages at (empty: none)')
+    # "throughput:SCHEME:SHAPE:SIZE", "footprint:SCHEME:SIZE" or "pages:sqlite:SHAPE:SIZE"
+    parser.add_argument('--child', help=argparse.SUPPRESS)
     parser.add_argument('--sources', help=argparse.SUPPRESS)
     args = parser.parse_args()
     if args.child:
@@ -264,6 +319,8 @@ def main() -> None:
         kind, scheme, *rest = args.child.split(':')
         if kind == 'throughput':
             row = throughput(sources, int(rest[1]), scheme, rest[0])
+        elif kind == 'pages':
+            row = pages(sources, int(rest[1]), rest[0])
         else:
             row = footprint(sources, int(rest[0]), scheme, args.recovers)
         print(json.dumps(row), flush=True)
@@ -271,23 +328,30 @@ def main() -> None:
     # each measurement in its own process, so one's memory never hides another's
     throughputs: list[dict[str, Any]] = []
     footprints: list[dict[str, Any]] = []
+    page_counts: list[dict[str, Any]] = []
     with tempfile.TemporaryDirectory() as tmp:
         cache = Path(tmp) / 'sources.pickle'
         cache.write_bytes(pickle.dumps(real_blocks(Path(args.data))))
         for size in args.sizes.split(','):
             for scheme in args.stores.split(','):
                 jobs = [f'throughput:{scheme}:{shape}:{size}' for shape in args.shapes.split(',')]
-                for job in [*jobs, f'footprint:{scheme}:{size}']:
+                jobs.append(f'footprint:{scheme}:{size}')
+                if scheme == 'sqlite' and size in args.pages_sizes.split(','):
+                    jobs += [f'pages:sqlite:{shape}:{size}' for shape in args.shapes.split(',')]
+                for job in jobs:
                     child = [sys.executable, __file__, '--child', job, '--sources', str(cache)]
                     child += ['--recovers', str(args.recovers)]
                     done = subprocess.run(child, capture_output=True, text=True, check=True)
                     row = json.loads(done.stdout.strip().splitlines()[-1])
-                    (throughputs if job.startswith('throughput') else footprints).append(row)
+                    kind = job.split(':')[0]
+                    {'throughput': throughputs, 'footprint': footprints, 'pages': page_counts}[kind].append(row)
                     print(json.dumps(row), flush=True)
-    report(throughputs, footprints)
+    report(throughputs, footprints, page_counts)
 
 
-def report(throughputs: list[dict[str, Any]], footprints: list[dict[str, Any]]) -> None:
+def report(
+    throughputs: list[dict[str, Any]], footprints: list[dict[str, Any]], page_counts: list[dict[str, Any]]
+) -> None:
     print(
         '\n| blocks | store | shape | payload MB | evictions/s | raw inserts/s | ratio | index s | ratio incl. index |'
     )
@@ -304,11 +368,19 @@ def report(throughputs: list[dict[str, Any]], footprints: list[dict[str, Any]]) 
             f'| {r["blocks"]} | {r["store"]} | {r["recover_p50_ms"]} | {r["recover_p95_ms"]} | '
             f'{r["rss_growth_mb"]} | {r["file_mb"]} |'
         )
+    if page_counts:
+        print('\n| blocks | shape | pages/eviction | pages/raw insert | by B-tree (store) |')
+        print('|' + '---|' * 5)
+        for r in page_counts:
+            btrees = ', '.join(f'{name} {count}' for name, count in r['store_by_btree'].items())
+            print(f'| {r["blocks"]} | {r["shape"]} | {r["store_pages"]} | {r["baseline_pages"]} | {btrees} |')
     if throughputs:
         print(f'\npragmas (store and baseline): {"; ".join(throughputs[0]["pragmas"])}')
     out = REPO / 'bench-results'
     out.mkdir(exist_ok=True)
-    (out / 'store.json').write_text(json.dumps({'throughput': throughputs, 'footprint': footprints}, indent=2))
+    (out / 'store.json').write_text(
+        json.dumps({'throughput': throughputs, 'footprint': footprints, 'pages': page_counts}, indent=2)
+    )
 
 
 if __name__ == '__main__':

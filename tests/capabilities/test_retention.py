@@ -74,7 +74,7 @@ async def test_run_retention_deletes_the_session_when_the_run_ends_sqlite(db: Pa
     assert recorder.during[0] > 0
     assert result.output == 'RUNSCOPED: all 8 modules read.'
     rows = sqlite_rows(db)
-    assert set(rows) >= {'sessions', 'blocks', 'mementos', 'events', 'pages', 'page_blocks', 'mentions', 'entities'}
+    assert set(rows) >= {'sessions', 'blocks', 'mementos', 'events', 'pages', 'mentions', 'entities'}
     assert rows == dict.fromkeys(rows, 0)
     # and nothing readable is left behind in the file's free pages or WAL either
     capability.graph_store.close()

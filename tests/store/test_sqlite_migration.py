@@ -1,10 +1,13 @@
-"""Format-1 SQLite files (written before the eviction path was slimmed down) are migrated in place, whole or not
-at all, and read back exactly as the old store read them; formats this version does not know are refused."""
+"""Format-1 SQLite files (written before the eviction path was slimmed down) and format-2 files (before mentions
+rode in block rows and page members in page rows) are migrated in place, whole or not at all, and read back exactly
+as the old store read them; formats this version does not know are refused."""
 
 from __future__ import annotations
 
 import json
 import sqlite3
+import zlib
+from dataclasses import replace
 from pathlib import Path
 
 import pytest
@@ -356,3 +359,310 @@ def test_a_newer_format_is_refused_by_name(tmp_path: Path) -> None:
 
     with pytest.raises(StoreUnavailableError, match=f"{path}.*'mementograph-sqlite-9'.*newer"):
         SqliteStore(path)
+
+
+# The format-2 schema and write statements, verbatim from the store that wrote such files.
+V2_SCHEMA = """
+CREATE TABLE IF NOT EXISTS meta (key TEXT PRIMARY KEY, value TEXT NOT NULL);
+CREATE TABLE IF NOT EXISTS sessions (
+    namespace TEXT NOT NULL, id TEXT NOT NULL, created_at TEXT NOT NULL, PRIMARY KEY (namespace, id)
+) WITHOUT ROWID;
+CREATE TABLE IF NOT EXISTS blocks (
+    rid INTEGER PRIMARY KEY,
+    id TEXT NOT NULL UNIQUE,
+    namespace TEXT NOT NULL,
+    session_id TEXT NOT NULL,
+    seq INTEGER NOT NULL,
+    kind TEXT NOT NULL,
+    first_message INTEGER NOT NULL,
+    last_message INTEGER NOT NULL,
+    tokens INTEGER NOT NULL,
+    sha256 TEXT NOT NULL,
+    started_at TEXT,
+    created_at TEXT NOT NULL,
+    memento_id TEXT,
+    text TEXT NOT NULL,
+    messages_json BLOB NOT NULL
+);
+CREATE INDEX IF NOT EXISTS blocks_scope ON blocks (namespace, session_id, kind, seq);
+CREATE TABLE IF NOT EXISTS mementos (
+    rid INTEGER PRIMARY KEY,
+    id TEXT NOT NULL UNIQUE,
+    namespace TEXT NOT NULL,
+    session_id TEXT NOT NULL,
+    tokens INTEGER NOT NULL,
+    score REAL,
+    verified INTEGER NOT NULL,
+    iterations INTEGER NOT NULL,
+    compressor TEXT NOT NULL,
+    level INTEGER NOT NULL,
+    created_at TEXT NOT NULL,
+    parent_id TEXT,
+    summarizes_json TEXT NOT NULL,
+    text TEXT NOT NULL
+);
+CREATE INDEX IF NOT EXISTS mementos_scope ON mementos (namespace, session_id, rid);
+CREATE VIEW IF NOT EXISTS summarizes (memento_id, target_id, position) AS
+    SELECT m.id, t.value, t.key FROM mementos m, json_each(m.summarizes_json) t;
+CREATE TABLE IF NOT EXISTS mention_queue (rid INTEGER PRIMARY KEY, namespace TEXT NOT NULL, data BLOB NOT NULL);
+CREATE TABLE IF NOT EXISTS entities (
+    id TEXT PRIMARY KEY, namespace TEXT NOT NULL, key TEXT NOT NULL, name TEXT NOT NULL, kind TEXT NOT NULL
+) WITHOUT ROWID;
+CREATE TABLE IF NOT EXISTS mentions (
+    source_id TEXT NOT NULL, entity_id TEXT NOT NULL, count INTEGER NOT NULL, PRIMARY KEY (source_id, entity_id)
+) WITHOUT ROWID;
+CREATE INDEX IF NOT EXISTS mentions_entity ON mentions (entity_id, count DESC, source_id);
+CREATE TABLE IF NOT EXISTS pages (
+    id TEXT PRIMARY KEY, namespace TEXT NOT NULL, session_id TEXT NOT NULL, number INTEGER NOT NULL,
+    first_turn INTEGER NOT NULL, last_turn INTEGER NOT NULL, summary TEXT NOT NULL, topics_json TEXT NOT NULL
+) WITHOUT ROWID;
+CREATE INDEX IF NOT EXISTS pages_scope ON pages (namespace, session_id, number);
+CREATE TABLE IF NOT EXISTS page_blocks (
+    page_id TEXT NOT NULL, block_id TEXT NOT NULL, position INTEGER NOT NULL, PRIMARY KEY (page_id, block_id)
+) WITHOUT ROWID;
+CREATE TABLE IF NOT EXISTS events (
+    namespace TEXT NOT NULL, session_id TEXT NOT NULL, seq INTEGER NOT NULL, key TEXT NOT NULL, kind TEXT NOT NULL,
+    message_index INTEGER, sha256 TEXT NOT NULL, payload BLOB NOT NULL, block_ids_json TEXT NOT NULL,
+    created_at TEXT NOT NULL, PRIMARY KEY (namespace, session_id, seq), UNIQUE (namespace, session_id, key)
+) WITHOUT ROWID;
+CREATE INDEX IF NOT EXISTS events_messages ON events (namespace, session_id, message_index)
+    WHERE message_index IS NOT NULL;
+CREATE VIRTUAL TABLE IF NOT EXISTS text_fts USING fts5 (
+    text, item_id UNINDEXED, namespace UNINDEXED, session_id UNINDEXED, tokenize = 'unicode61'
+);
+"""
+
+
+def write_v2(conn: sqlite3.Connection, eviction: Eviction) -> None:
+    """The format-2 store's `write_eviction` (mentions queued as zlib-compressed JSON, pages' members as rows)."""
+    ns, sid = eviction.namespace, eviction.session_id
+    first: dict[str, str] = {}
+    for memento in eviction.mementos:
+        for target in memento.summarizes:
+            first.setdefault(target, memento.id)
+    conn.execute('BEGIN IMMEDIATE')
+    conn.execute('INSERT OR IGNORE INTO sessions (namespace, id, created_at) VALUES (?, ?, ?)', (ns, sid, CREATED))
+    linked: set[str] = set()
+    for block in eviction.blocks:
+        if conn.execute(
+            'INSERT INTO blocks (id, namespace, session_id, seq, kind, first_message, last_message, tokens, sha256, '
+            'started_at, created_at, memento_id, text, messages_json) VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?) '
+            'ON CONFLICT (id) DO NOTHING',
+            (
+                block.id, ns, sid, block.seq, block.kind, block.first_message, block.last_message, block.tokens,
+                block.sha256, block.started_at, CREATED, first.get(block.id), '', block.messages_json,
+            ),
+        ).rowcount:  # fmt: skip
+            linked.add(block.id)
+    for memento in eviction.mementos:
+        if conn.execute(
+            'INSERT INTO mementos (id, namespace, session_id, tokens, score, verified, iterations, compressor, level, '
+            'created_at, parent_id, summarizes_json, text) VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?) '
+            'ON CONFLICT (id) DO NOTHING',
+            (
+                memento.id, ns, sid, memento.tokens, memento.score, int(memento.verified), memento.iterations,
+                memento.compressor, memento.level, CREATED, first.get(memento.id), json.dumps(list(memento.summarizes)),
+                memento.text,
+            ),
+        ).rowcount:  # fmt: skip
+            linked.add(memento.id)
+    for target, memento_id in first.items():
+        if target not in linked:
+            link = (memento_id, target, ns)
+            if not conn.execute(
+                'UPDATE blocks SET memento_id = ? WHERE id = ? AND namespace = ? AND memento_id IS NULL', link
+            ).rowcount:
+                conn.execute(
+                    'UPDATE mementos SET parent_id = ? WHERE id = ? AND namespace = ? AND parent_id IS NULL', link
+                )
+    if eviction.mentions:
+        groups: list[list[str | int]] = []
+        group: list[str | int] = []
+        source = None
+        for mention in eviction.mentions:
+            if mention.source_id != source:
+                source = mention.source_id
+                group = [source]
+                groups.append(group)
+            group += (mention.entity.key, mention.entity.name, mention.entity.kind, mention.count)
+        data = zlib.compress(json.dumps(groups, separators=(',', ':')).encode(), 1)
+        conn.execute('INSERT INTO mention_queue (namespace, data) VALUES (?, ?)', (ns, data))
+    for page in eviction.pages:
+        conn.execute(
+            'INSERT INTO pages (id, namespace, session_id, number, first_turn, last_turn, summary, topics_json) '
+            'VALUES (?, ?, ?, ?, ?, ?, ?, ?) ON CONFLICT (id) DO UPDATE SET first_turn = excluded.first_turn, '
+            'last_turn = excluded.last_turn, summary = excluded.summary, topics_json = excluded.topics_json',
+            (page.id, ns, sid, page.number, page.first_turn, page.last_turn, page.summary, json.dumps(page.topics)),
+        )
+        conn.executemany(
+            'INSERT OR IGNORE INTO page_blocks (page_id, block_id, position) VALUES (?, ?, ?)',
+            [(page.id, block_id, pos) for pos, block_id in enumerate(page.block_ids)],
+        )
+    for event in eviction.events:
+        conn.execute(
+            'INSERT INTO events (namespace, session_id, seq, key, kind, message_index, sha256, payload, '
+            'block_ids_json, created_at) SELECT ?1, ?2, coalesce(max(seq), -1) + 1, ?3, ?4, ?5, ?6, ?7, ?8, ?9 '
+            'FROM events WHERE namespace = ?1 AND session_id = ?2 '
+            'ON CONFLICT (namespace, session_id, key) DO NOTHING',
+            (
+                ns, sid, event.key, event.kind, event.message_index, event.sha256, event.payload,
+                json.dumps(list(event.block_ids)), CREATED,
+            ),
+        )  # fmt: skip
+    conn.execute('COMMIT')
+
+
+@pytest.fixture
+def v2_file(tmp_path: Path) -> tuple[Path, dict[str, object]]:
+    """A format-2 database as the format-2 store left it: blocks, mementos (one of mementos), queued mentions
+    (one batch already indexed, two not), a page grown over two evictions, log events and full-text marks."""
+    path = tmp_path / 'v2.db'
+    blocks = [
+        block_of(rich_history(), 0),
+        block_of(session_history(2, prefix='zebra'), 10),
+        block_of(session_history(3, prefix='okapi'), 20),
+    ]
+    mementos = [
+        memento_of([b.id], f'memento {i} of giraffe' if i == 0 else f'memento {i}') for i, b in enumerate(blocks)
+    ]
+    children = sorted([mementos[0].id, mementos[1].id], reverse=True)
+    top = MementoRecord(
+        id=memento_id_for('default', 's1', children), session_id='s1', namespace='default', text='top',
+        tokens=2, summarizes=tuple(children), level=2,
+    )  # fmt: skip
+    page_id = page_id_for('default', 's1', 1)
+
+    def page(*members: BlockRecord) -> PageRecord:
+        return PageRecord(
+            id=page_id, session_id='s1', namespace='default', number=1, first_turn=0, last_turn=members[-1].last_message,
+            summary=f'{len(members)} blocks', topics=('app.py',), block_ids=tuple(m.id for m in members),
+        )  # fmt: skip
+
+    def mention(source: str, key: str, name: str, count: int = 1) -> Mention:
+        return Mention(source, EntityRecord(key=key, name=name, kind='file'), count)
+
+    conn = sqlite3.connect(path, isolation_level=None)
+    conn.execute('PRAGMA journal_mode = WAL')
+    conn.executescript(f"BEGIN;\n{V2_SCHEMA}\nINSERT INTO meta VALUES ('format', 'mementograph-sqlite-2');\nCOMMIT;")
+    write_v2(
+        conn,
+        Eviction(
+            session_id='s1', blocks=(blocks[0],), mementos=(mementos[0],),
+            mentions=(mention(blocks[0].id, 'file:app.py', 'app.py', 3), mention(mementos[0].id, 'file:zoo.py', 'zoo.py')),
+            pages=(page(blocks[0]),),
+            events=(SessionEvent(session_id='s1', namespace='default', kind='message', payload=b'[]', sha256='x',
+                                 message_index=4),),
+        ),
+    )  # fmt: skip
+    # the entity index and the full-text index caught up with the first eviction, as a read would have made them
+    conn.execute('BEGIN')
+    for source_id, key, name, count in (
+        (blocks[0].id, 'file:app.py', 'app.py', 3),
+        (mementos[0].id, 'file:zoo.py', 'zoo.py', 1),
+    ):
+        conn.execute(
+            'INSERT INTO entities VALUES (?, ?, ?, ?, ?)', (entity_id_for('default', key), 'default', key, name, 'file')
+        )
+        conn.execute('INSERT INTO mentions VALUES (?, ?, ?)', (source_id, entity_id_for('default', key), count))
+    conn.execute('DELETE FROM mention_queue')
+    conn.execute("INSERT INTO text_fts VALUES ('zebra crossing block zero', ?, 'default', 's1')", (blocks[0].id,))
+    conn.execute("INSERT INTO text_fts VALUES (?, ?, 'default', 's1')", (mementos[0].text, mementos[0].id))
+    conn.execute("INSERT INTO meta VALUES ('fts_blocks', '1'), ('fts_mementos', '1')")
+    conn.execute('COMMIT')
+    write_v2(
+        conn,
+        Eviction(
+            session_id='s1', blocks=(blocks[1], blocks[2]), mementos=(mementos[1], mementos[2], top),
+            mentions=(mention(blocks[1].id, 'file:app.py', 'APP.PY'), mention(blocks[2].id, 'file:new.py', 'new.py', 2)),
+            pages=(page(blocks[0], blocks[1], blocks[2]),),
+            events=(SessionEvent(session_id='s1', namespace='default', kind='auto', payload=b'{}', sha256='',
+                                 block_ids=(blocks[1].id, blocks[2].id)),),
+        ),
+    )  # fmt: skip
+    conn.close()
+    return path, {'blocks': blocks, 'mementos': [*mementos, top], 'page': page(*blocks)}
+
+
+def test_format_2_file_is_migrated_in_place_and_reads_back_the_same(
+    v2_file: tuple[Path, dict[str, object]], tmp_path: Path
+) -> None:
+    path, old = v2_file
+    blocks, mementos, page = old['blocks'], old['mementos'], old['page']
+    assert isinstance(blocks, list) and isinstance(mementos, list) and isinstance(page, PageRecord)
+    raw = sqlite3.connect(path)
+    archived = {row[0]: bytes(row[1]) for row in raw.execute('SELECT id, messages_json FROM blocks')}
+    raw.close()
+
+    with SqliteStore(path) as store:
+        # every block byte for byte, hash-checked
+        for block in blocks:
+            recovered = store.recover_block(block.id)
+            assert recovered.record.messages_json == archived[block.id] == block.messages_json
+            assert recovered.record.sha256 == block.sha256
+        assert store.recover_block(blocks[0].id).messages == tuple(rich_history())
+        assert store.list_mementos() == mementos
+        assert [store.memento_of(b.id) for b in blocks] == mementos[:3]
+        assert store.memento_of(mementos[0].id) == mementos[3]
+        assert store.list_pages() == [page]
+        assert [e.kind for e in store.read_events('s1')] == ['message', 'auto']
+        assert store.last_message_index('s1') == 4
+        # the queued mentions are indexed after the ones already indexed (first name wins) and before new ones
+        store.write_eviction(
+            Eviction(
+                session_id='s1',
+                blocks=(block_of(session_history(1, prefix='after'), 30),),
+                mentions=(Mention('blk_after', EntityRecord(key='file:new.py', name='NEW.PY', kind='file'), 9),),
+            )
+        )
+        assert store.entities_of(blocks[1].id) == [(EntityRecord(key='file:app.py', name='app.py', kind='file'), 1)]
+        assert store.entities_of(blocks[2].id) == [(EntityRecord(key='file:new.py', name='new.py', kind='file'), 2)]
+        assert store.entities_of('blk_after') == [(EntityRecord(key='file:new.py', name='new.py', kind='file'), 9)]
+        assert store.entities_of(mementos[0].id)[0][0].key == 'file:zoo.py'
+        # full text: indexed rows are not indexed twice, unindexed ones are indexed now
+        zebra = [hit.id for hit in store.search_text('zebra crossing')]
+        assert sorted(zebra) == sorted([blocks[0].id, blocks[1].id])
+        memento_hits = [hit.id for hit in store.search_text('memento')]
+        assert sorted(memento_hits) == sorted(m.id for m in mementos[:3])
+        stats = store.stats()
+        assert (stats.blocks, stats.mementos, stats.entities, stats.pages, stats.events) == (4, 4, 2, 1, 2)  # of blocks
+        # the page keeps growing through the new layout, members keeping their first positions
+        fourth = block_of(session_history(1, prefix='fourth'), 40)
+        store.write_eviction(
+            Eviction(session_id='s1', blocks=(fourth,), pages=(replace(page, block_ids=(*page.block_ids, fourth.id)),))
+        )
+        assert store.list_pages()[0].block_ids == (*page.block_ids, fourth.id)
+
+    conn = sqlite3.connect(path)
+    assert conn.execute("SELECT value FROM meta WHERE key = 'format'").fetchone() == (FORMAT,)
+    assert conn.execute('PRAGMA integrity_check').fetchall() == [('ok',)]
+    assert conn.execute('SELECT count(*) FROM mention_queue').fetchone() == (0,)
+    conn.close()
+    with SqliteStore(tmp_path / 'fresh.db'):
+        pass
+    assert schema_of(path) == schema_of(tmp_path / 'fresh.db')
+
+
+def test_failed_migration_leaves_the_format_2_file_whole(v2_file: tuple[Path, dict[str, object]]) -> None:
+    path, old = v2_file
+    blocks = old['blocks']
+    assert isinstance(blocks, list)
+    conn = sqlite3.connect(path, isolation_level=None)
+    # the migration's new view name is taken by a table: it fails after it dropped `page_blocks`
+    conn.execute('CREATE TABLE page_blocks_insert (x)')
+    conn.execute('CREATE TRIGGER page_blocks_insert AFTER INSERT ON page_blocks_insert BEGIN SELECT 1; END')
+    before = [
+        conn.execute(f'SELECT * FROM {t} ORDER BY 1').fetchall() for t in ('blocks', 'page_blocks', 'mention_queue')
+    ]
+
+    with pytest.raises(StoreUnavailableError, match=f'{path}.*migrating it from .mementograph-sqlite-2.'):
+        SqliteStore(path)
+
+    assert conn.execute("SELECT value FROM meta WHERE key = 'format'").fetchone() == ('mementograph-sqlite-2',)
+    assert [
+        conn.execute(f'SELECT * FROM {t} ORDER BY 1').fetchall() for t in ('blocks', 'page_blocks', 'mention_queue')
+    ] == before
+    assert 'mentions' not in {row[1] for row in conn.execute('PRAGMA table_info(blocks)')}
+    conn.execute('DROP TABLE page_blocks_insert')
+    conn.close()
+    with SqliteStore(path) as store:  # with the obstacle gone, the same file migrates
+        assert store.recover_block(blocks[2].id).record.messages_json == blocks[2].messages_json

@@ -15,7 +15,7 @@ from pathlib import Path
 
 import pytest
 
-from mementograph.knowledge_graph import BlockRecord, EntityRecord, Eviction, MementoRecord, Mention
+from mementograph.knowledge_graph import BlockRecord, EntityRecord, Eviction, MementoRecord, Mention, PageRecord
 from mementograph.knowledge_graph.store import SqliteStore
 from mementograph.knowledge_graph.store._sqlite import _REBUILD_QUEUE_ROWS
 from tests.builders import session_history
@@ -41,7 +41,14 @@ def eviction(i: int, session: str = 's') -> Eviction:
 
 
 def queued(store: SqliteStore) -> int:
-    return int(store._conn.execute('SELECT count(*) FROM mention_queue').fetchone()[0])
+    """Evictions whose mentions wait for the entity index: on block rows past the mark, or in `mention_queue`."""
+    return pending(store._conn)
+
+
+def pending(conn: sqlite3.Connection) -> int:
+    mark = conn.execute("SELECT coalesce((SELECT value FROM meta WHERE key = 'mentions_blocks'), 0)").fetchone()[0]
+    on_blocks = conn.execute('SELECT count(*) FROM blocks WHERE rid > ? AND mentions IS NOT NULL', (int(mark),))
+    return int(on_blocks.fetchone()[0]) + int(conn.execute('SELECT count(*) FROM mention_queue').fetchone()[0])
 
 
 def snapshot(store: SqliteStore, count: int) -> tuple[object, ...]:
@@ -144,7 +151,7 @@ def test_queued_mentions_survive_a_kill_after_commit(tmp_path: Path) -> None:
     proc.wait()
 
     raw = sqlite3.connect(path)
-    assert raw.execute('SELECT count(*) FROM mention_queue').fetchone() == (1,)
+    assert pending(raw) == 1
     raw.close()
     with SqliteStore(path) as store:
         assert [e.key for e, _ in store.entities_of('blk_00007')] == ['concept:common', 'concept:tag0', 'concept:own7']
@@ -199,3 +206,104 @@ def test_summarizes_links_follow_writes_across_evictions(tmp_path: Path) -> None
             "SELECT target_id, position FROM summarizes WHERE memento_id = 'top' ORDER BY position"
         ).fetchall()
         assert [tuple(row) for row in rows] == [('c2', 0), ('c1', 1)]
+
+
+def test_mentions_without_a_new_block_row_keep_their_place_in_write_order(tmp_path: Path) -> None:
+    """An eviction that writes no new block (mementos only, or a retry) queues its mentions after the last block
+    row; the entity index applies them there, between the block rows' own mentions."""
+    blocks = [replace(BASE, id=f'blk_{i}', seq=i) for i in range(3)]
+
+    def named(source: str, name: str, count: int = 1) -> Mention:
+        return Mention(source, entity('shared', name), count)
+
+    with SqliteStore(tmp_path / 'order.db') as store:
+        store.write_eviction(Eviction(session_id='s', blocks=(blocks[0],), mentions=(named('blk_0', 'FromBlock0'),)))
+        store.write_eviction(
+            Eviction(
+                session_id='s',
+                mementos=(memento('m0', ('blk_0',)),),
+                mentions=(named('m0', 'FromMemento'), Mention('m0', entity('late', 'FromQueue'), 4)),
+            )
+        )
+        # a retry of block 0 (its row exists) with a pair it did not have: queued too
+        store.write_eviction(Eviction(session_id='s', blocks=(blocks[0],), mentions=(named('blk_0', 'Retry', 7),
+                                                                                     Mention('blk_0', entity('retry'), 2))))  # fmt: skip
+        store.write_eviction(
+            Eviction(session_id='s', blocks=(blocks[1],), mentions=(Mention('blk_1', entity('late', 'FromBlock1'), 1),))
+        )
+        assert queued(store) == 4
+        assert store._conn.execute('SELECT count(*) FROM mention_queue').fetchone()[0] == 2
+
+        assert store.entities_of('m0') == [
+            (EntityRecord(key='concept:late', name='FromQueue', kind='concept'), 4),
+            (EntityRecord(key='concept:shared', name='FromBlock0', kind='concept'), 1),
+        ]
+        assert store.entities_of('blk_0') == [
+            (entity('retry'), 2),
+            (EntityRecord(key='concept:shared', name='FromBlock0', kind='concept'), 1),  # the first count stands
+        ]
+        assert store.entities_of('blk_1') == [(EntityRecord(key='concept:late', name='FromQueue', kind='concept'), 1)]
+        assert queued(store) == 0
+        # blocks written after the drain carry theirs again, and the mark moves past them at the next read
+        store.write_eviction(
+            Eviction(session_id='s', blocks=(blocks[2],), mentions=(Mention('blk_2', entity('x'), 1),))
+        )
+        assert queued(store) == 1
+        assert store.entities_of('blk_2') == [(entity('x'), 1)]
+
+
+def test_unusual_strings_in_mentions_round_trip(tmp_path: Path) -> None:
+    """The compact encoding cannot hold a NUL or an empty source id; such an eviction is encoded as JSON."""
+    odd = EntityRecord(key='concept:nul\x00key', name='tab\there\nnew line \u00e9\U0001f600', kind='con\x00cept')
+    with SqliteStore(tmp_path / 'odd.db') as store:
+        store.write_eviction(Eviction(session_id='s', blocks=(BASE,), mentions=(Mention(BASE.id, odd, 2),)))
+        store.write_eviction(
+            Eviction(session_id='s', mementos=(memento('m', (BASE.id,)),), mentions=(
+                Mention('m', entity('a'), 1), Mention('', entity('empty'), 3), Mention('m', entity('b'), 1)))
+        )  # fmt: skip
+        assert store.entities_of(BASE.id) == [(odd, 2)]
+        assert store.entities_of('') == [(entity('empty'), 3)]
+        assert store.entities_of('m') == [(entity('a'), 1), (entity('b'), 1)]
+
+
+def test_writes_after_deleting_the_newest_session_are_indexed(tmp_path: Path) -> None:
+    """SQLite reuses the highest `rid`s once their rows are deleted; the index marks come down with them."""
+    with SqliteStore(tmp_path / 'reuse.db') as store:
+        store.write_eviction(eviction(1, session='kept'))
+        store.write_eviction(eviction(2, session='gone'))
+        store.write_eviction(
+            Eviction(session_id='gone', mementos=(replace(memento('mem_gone', ('blk_00002',)), session_id='gone'),))
+        )
+        assert store.search_text('check') and store.entities_of('blk_00002')  # both indexes are current
+        store.delete_session('gone')
+
+        store.write_eviction(eviction(3, session='new'))
+        store.write_eviction(
+            Eviction(session_id='new', mementos=(replace(memento('mem_new', ('blk_00003',)), session_id='new'),))
+        )
+
+        assert [e.key for e, _ in store.entities_of('blk_00003')] == ['concept:common', 'concept:tag3', 'concept:own3']
+        assert {hit.id for hit in store.search_text('check')} == {'blk_00001', 'blk_00003'}
+        assert [hit.id for hit in store.search_text('mem_new')] == ['mem_new']
+
+
+def test_page_members_keep_their_first_position(tmp_path: Path) -> None:
+    blocks = [replace(BASE, id=f'blk_{i}', seq=i) for i in range(3)]
+    page = PageRecord(
+        id='pg_1', session_id='s', namespace='default', number=1, first_turn=0, last_turn=1, summary='',
+        topics=(), block_ids=('blk_0', 'blk_1'),
+    )  # fmt: skip
+    with SqliteStore(tmp_path / 'pages.db') as store:
+        store.write_eviction(Eviction(session_id='s', blocks=tuple(blocks[:2]), pages=(page,)))
+        grown = replace(page, summary='closed', topics=('t',), block_ids=('blk_1', 'blk_0', 'blk_2', 'blk_2'))
+        store.write_eviction(Eviction(session_id='s', blocks=(blocks[2],), pages=(grown,)))
+
+        assert store.list_pages() == [replace(grown, block_ids=('blk_0', 'blk_1', 'blk_2'))]
+        rows = store._conn.execute('SELECT block_id, position FROM page_blocks ORDER BY position').fetchall()
+        assert [tuple(row) for row in rows] == [('blk_0', 0), ('blk_1', 1), ('blk_2', 2)]
+        # the compatibility view writes through to the page row
+        store._conn.execute("DELETE FROM page_blocks WHERE block_id = 'blk_1'")
+        store._conn.execute("UPDATE page_blocks SET position = 5 WHERE block_id = 'blk_0'")
+        store._conn.execute("INSERT INTO page_blocks VALUES ('pg_1', 'blk_9', 1)")
+        assert store.list_pages()[0].block_ids == ('blk_9', 'blk_2', 'blk_0')
+        assert store.delete_session('s') == 3 + 1 + 3 + 1  # blocks, the page, its members (CONTAINS), the session

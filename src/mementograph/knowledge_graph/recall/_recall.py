@@ -10,9 +10,11 @@ Methods (each a ranking of blocks):
 - `bm25`: the store's full-text index (SQLite FTS5 / Neo4j full-text) over blocks and mementos, by block.
 - `fused`: reciprocal rank fusion of the two (`1 / (60 + rank)` summed), the default.
 
-All of it is Python over three protocol reads (`entity_postings`, `block_info`, `entities_of`) plus
-`search_text`, so the `graph` ranking is identical on every backend by construction; `bm25` (and so `fused`) can
-differ only as far as the backends' full-text scoring does.
+All of it is Python over two protocol reads (`entity_postings`, `block_info`, which also answers `entities_of`
+and `memento_of` for many blocks at once) plus `search_text`, so the `graph` ranking is identical on every backend
+by construction; `bm25` (and so `fused`) can differ only as far as the backends' full-text scoring does. Latency
+is round trips on Neo4j and rows read on SQLite: a `fused` recall makes ~9 reads, each bounded (postings and
+frequencies capped, full text over the rarer words), so it grows little with the store.
 """
 
 from __future__ import annotations
@@ -20,15 +22,15 @@ from __future__ import annotations
 import heapq
 import math
 from collections import defaultdict
-from collections.abc import Callable, Iterable, Sequence
+from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
 from datetime import datetime
 from difflib import SequenceMatcher
 from typing import Final, Literal, Protocol
 
-from .._schema import DEFAULT_NAMESPACE, EntityRecord, MementoRecord, memento_id_for
+from .._schema import DEFAULT_NAMESPACE, EntityRecord
 from ..entities import entity_key
-from ..store import GraphStore, NotFoundError, TextHit
+from ..store import GraphStore, TextHit
 from ._query import QueryKey, QueryPlan, TimeRange, parse_time, plan_query
 from ._values import BlockInfo, EntityLookup
 
@@ -61,6 +63,7 @@ class RecallStore(GraphStore, Protocol):
         limit: int = 200,
         max_entities: int = 64,
         count_limit: int = 10_000,
+        count_total: bool = True,
     ) -> EntityLookup:
         """Entities by key (or key prefix), each with its document frequency and the blocks in scope mentioning it.
 
@@ -75,15 +78,25 @@ class RecallStore(GraphStore, Protocol):
             count_limit: document frequencies are counted up to this (an entity more common than that is
                 reported as `count_limit`: it is too common to single anything out, and counting it exactly is what
                 would make the read slow at scale).
+            count_total: whether to count the namespace's blocks (`total_blocks`; 0 when not): a caller that
+                already knows it spares the count (a scan of the namespace's blocks on Neo4j).
         """
         ...
 
     def block_info(
-        self, block_ids: Sequence[str], *, namespace: str = DEFAULT_NAMESPACE, session_id: str | None = None
+        self,
+        block_ids: Sequence[str],
+        *,
+        namespace: str = DEFAULT_NAMESPACE,
+        session_id: str | None = None,
+        mementos: bool = False,
+        entities: bool = False,
     ) -> list[BlockInfo]:
         """Position, size, time and `NEXT` neighbours of blocks (kind `block`), without their bytes.
 
-        Ids not found in scope are left out; the result follows the order of `block_ids` (duplicates once).
+        Ids not found in scope are left out; the result follows the order of `block_ids` (duplicates once). With
+        `mementos`, each also carries its memento (`BlockInfo.memento`): what `recall` shows for a hit; with
+        `entities`, what it `MENTIONS` (`BlockInfo.entities`, as `entities_of`): the second hop's seeds.
         """
         ...
 
@@ -186,11 +199,18 @@ def _lookup(
     prefix: bool = False,
     limit: int,
     count_limit: int = 10_000,
+    count_total: bool = False,
 ) -> EntityLookup:
     if not keys:
         return EntityLookup(total_blocks=0, entities=())
     return store.entity_postings(
-        keys, namespace=namespace, session_id=session_id, prefix=prefix, limit=limit, count_limit=count_limit
+        keys,
+        namespace=namespace,
+        session_id=session_id,
+        prefix=prefix,
+        limit=limit,
+        count_limit=count_limit,
+        count_total=count_total,
     )
 
 
@@ -210,7 +230,12 @@ def _analyse(
     analysis = _Analysis()
     term_keys = [key for term in plan.terms for key in _term_keys(term)]
     keys = list(dict.fromkeys([*(k.key for k in plan.keys), *term_keys]))
-    exact = _lookup(store, keys, namespace=namespace, session_id=session_id, limit=0)
+    # frequencies counted just past `max_df`, the cap traversal needs (and, up to 10k blocks, `text_max_df_share`:
+    # above that, `search_text` caps common words itself); counting a common word further made the read slow at scale
+    count_limit = config.max_df + 1
+    exact = _lookup(  # the one read that counts the namespace's blocks (the N of IDF)
+        store, keys, namespace=namespace, session_id=session_id, limit=0, count_limit=count_limit, count_total=True
+    )
     analysis.total = exact.total_blocks
     by_key = {k.key: k for k in plan.keys}
     for found in exact.entities:
@@ -228,7 +253,6 @@ def _analyse(
             limit=0,
             count_limit=1,
         )
-        analysis.total = analysis.total or candidates.total_blocks
         for found in candidates.entities:
             cls, _, entity_value = found.entity.key.partition(':')
             if found.entity.key in analysis.wanted or not found.blocks or cls not in ('concept', 'name', 'sym'):
@@ -262,7 +286,14 @@ def _graph(
     usable = [key for key in wanted if key not in analysis.dfs or _traversable(analysis.dfs[key], total, config)]
     if not usable:
         return acc
-    lookup = _lookup(store, usable, namespace=namespace, session_id=session_id, limit=config.postings_limit)
+    lookup = _lookup(
+        store,
+        usable,
+        namespace=namespace,
+        session_id=session_id,
+        limit=config.postings_limit,
+        count_limit=config.max_df + 1,  # a fuzzy match more common than that is dropped below; no need to count on
+    )
     # a block counts the best key of each query group once
     group_best: dict[tuple[str, int], tuple[float, str]] = {}
     for found in lookup.entities:
@@ -284,8 +315,7 @@ def _graph(
     if not acc:
         return acc
     _co_mentions(store, acc, set(wanted), total, namespace=namespace, session_id=session_id, config=config)
-    _propagate_next(store, acc, namespace=namespace, session_id=session_id, config=config)
-    return acc
+    return acc  # `NEXT` propagation follows in `_propagate_next`, with the full-text ranking's (one read for both)
 
 
 def _co_mentions(
@@ -305,8 +335,9 @@ def _co_mentions(
     top = acc[seeds[0]].score or 1.0
     support: dict[str, float] = defaultdict(float)
     records: dict[str, EntityRecord] = {}
-    for seed in seeds:
-        for entity, _count in store.entities_of(seed, namespace=namespace):
+    for info in store.block_info(seeds, namespace=namespace, session_id=session_id, entities=True):
+        seed = info.id
+        for entity, _count in info.entities:
             if entity.key in matched_keys or key_class_of(entity.key) not in _NAMED_CLASSES:
                 continue
             support[entity.key] += acc[seed].score / top
@@ -328,7 +359,14 @@ def _co_mentions(
     if not ranked:
         return
     chosen = {key: value for value, key in ranked}
-    postings = _lookup(store, list(chosen), namespace=namespace, session_id=session_id, limit=config.postings_limit)
+    postings = _lookup(
+        store,
+        list(chosen),
+        namespace=namespace,
+        session_id=session_id,
+        limit=config.postings_limit,
+        count_limit=config.max_df + 1,
+    )
     norm = max(chosen.values()) or 1.0
     for found in postings.entities:
         share = chosen[found.entity.key] / norm
@@ -346,28 +384,37 @@ def key_class_of(key: str) -> str:
 
 def _propagate_next(
     store: RecallStore,
-    acc: dict[str, _Acc],
+    accs: Sequence[dict[str, _Acc]],
     *,
     namespace: str,
     session_id: str | None,
     config: RecallConfig,
 ) -> None:
-    """A share of each top block's score flows to its `NEXT` neighbours (before and after it)."""
-    if config.next_weight <= 0 or config.next_blocks <= 0:
+    """In each ranking, a share of each top block's score flows to its `NEXT` neighbours (before and after it).
+
+    The neighbours of every ranking's top blocks are read at once: one round trip, however many rankings.
+    """
+    if config.next_weight <= 0 or config.next_blocks <= 0 or not accs:
         return
-    top = sorted(acc, key=lambda block_id: (-acc[block_id].score, block_id))[: config.next_blocks]
-    flows: dict[str, float] = defaultdict(float)
-    sources: dict[str, str] = {}
-    for info in store.block_info(top, namespace=namespace, session_id=session_id):
-        base = acc[info.id].score
-        for neighbour in (info.previous_id, info.next_id):
-            if neighbour is not None:
-                flows[neighbour] += config.next_weight * base
-                sources.setdefault(neighbour, info.id)
-    for neighbour, value in flows.items():
-        entry = acc[neighbour]
-        entry.score += value
-        entry.reasons[f'NEXT of {sources[neighbour]}'] = None
+    tops = [sorted(acc, key=lambda block_id: (-acc[block_id].score, block_id))[: config.next_blocks] for acc in accs]
+    wanted = list(dict.fromkeys(block_id for top in tops for block_id in top))
+    infos = {info.id: info for info in store.block_info(wanted, namespace=namespace, session_id=session_id)}
+    for acc, top in zip(accs, tops, strict=True):
+        flows: dict[str, float] = defaultdict(float)
+        sources: dict[str, str] = {}
+        for block_id in top:
+            info = infos.get(block_id)
+            if info is None:
+                continue
+            base = acc[block_id].score
+            for neighbour in (info.previous_id, info.next_id):
+                if neighbour is not None:
+                    flows[neighbour] += config.next_weight * base
+                    sources.setdefault(neighbour, block_id)
+        for neighbour, value in flows.items():
+            entry = acc[neighbour]
+            entry.score += value
+            entry.reasons[f'NEXT of {sources[neighbour]}'] = None
 
 
 def _term_keys(term: str) -> tuple[str, ...]:
@@ -424,15 +471,29 @@ def _ranked(acc: dict[str, _Acc], limit: int | None = None) -> list[ScoredBlock]
     return [ScoredBlock(block_id, entry.score, tuple(entry.matched), tuple(entry.reasons)) for block_id, entry in order]
 
 
-def _fuse(rankings: Iterable[list[ScoredBlock]], k: int, weights: Sequence[float]) -> list[ScoredBlock]:
-    acc: dict[str, _Acc] = defaultdict(_Acc)
+def _fuse(
+    rankings: Sequence[list[ScoredBlock]], k: int, weights: Sequence[float], limit: int | None = None
+) -> list[ScoredBlock]:
+    """Reciprocal rank fusion; the reasons of only the blocks kept are merged (most are cut when `limit` is set)."""
+    scores: dict[str, float] = defaultdict(float)
     for ranking, weight in zip(rankings, weights, strict=False):
         for rank, block in enumerate(ranking, start=1):
-            entry = acc[block.block_id]
-            entry.score += weight / (k + rank)
-            entry.matched.update(dict.fromkeys(block.matched))
-            entry.reasons.update(dict.fromkeys(block.reasons))
-    return _ranked(acc)
+            scores[block.block_id] += weight / (k + rank)
+    key: Callable[[tuple[str, float]], tuple[float, str]] = lambda item: (-item[1], item[0])  # noqa: E731
+    items = [item for item in scores.items() if item[1] > 0]
+    order = sorted(items, key=key) if limit is None or len(items) <= limit else heapq.nsmallest(limit, items, key=key)
+    by_id = [{block.block_id: block for block in ranking} for ranking in rankings]
+    fused: list[ScoredBlock] = []
+    for block_id, score in order:
+        matched: dict[str, None] = {}
+        reasons: dict[str, None] = {}
+        for blocks in by_id:
+            found = blocks.get(block_id)
+            if found is not None:
+                matched.update(dict.fromkeys(found.matched))
+                reasons.update(dict.fromkeys(found.reasons))
+        fused.append(ScoredBlock(block_id, score, tuple(matched), tuple(reasons)))
+    return fused
 
 
 def _in_time(
@@ -473,6 +534,7 @@ def rank_blocks(
     until: datetime | str | None = None,
     prefer: TimeRange | None = None,
     config: RecallConfig | None = None,
+    limit: int | None = None,
 ) -> list[ScoredBlock]:
     """Every block the method finds for `query`, best first (the ranking `recall` cuts at k).
 
@@ -487,27 +549,39 @@ def rank_blocks(
         prefer: a time range to favour without excluding anything (e.g. "in March" in the query, see
             `time_range_in`): blocks inside it score `1 + prefer_boost` times more.
         config: ranking knobs.
+        limit: the best `limit` blocks only (`None`: every block found); the same blocks as cutting the full
+            ranking, without building the tail nobody reads.
     """
     config = config or RecallConfig()
     window = TimeRange(_time_filter('since', since), _time_filter('until', until))
     plan = plan_query(query)
     recall_store = _recall_store(store)
-    rankings: list[list[ScoredBlock]] = []
     analysis = _analyse(recall_store, plan, namespace=namespace, session_id=session_id, config=config)
+    accs: list[dict[str, _Acc]] = []
+    spread: list[dict[str, _Acc]] = []  # the rankings whose scores flow over `NEXT`
     if method in ('graph', 'fused'):
         graph = _graph(recall_store, plan, analysis, namespace=namespace, session_id=session_id, config=config)
-        rankings.append(_ranked(graph, config.max_candidates))
+        accs.append(graph)
+        if graph:
+            spread.append(graph)
     if method in ('bm25', 'fused'):
         text = _bm25(store, plan, analysis, namespace=namespace, session_id=session_id, config=config)
+        accs.append(text)
         if method == 'fused' and config.bm25_next and text:
-            _propagate_next(recall_store, text, namespace=namespace, session_id=session_id, config=config)
-        rankings.append(_ranked(text, config.max_candidates))
-    ranking = rankings[0] if len(rankings) == 1 else _fuse(rankings, config.rrf_k, (config.graph_weight, 1.0))
+            spread.append(text)
+    _propagate_next(recall_store, spread, namespace=namespace, session_id=session_id, config=config)
+    rankings = [_ranked(acc, config.max_candidates) for acc in accs]
+    bounded = [window.since, window.until, *(() if prefer is None else (prefer.since, prefer.until))]
+    cut = limit if all(moment is None for moment in bounded) else None  # time filters reorder: cut after them
+    if len(rankings) == 1:
+        ranking = rankings[0] if cut is None else rankings[0][:cut]
+    else:
+        ranking = _fuse(rankings, config.rrf_k, (config.graph_weight, 1.0), cut)
     if window.since is not None or window.until is not None:
         ranking = _in_time(recall_store, ranking, window, namespace=namespace, session_id=session_id)
     if prefer is not None and (prefer.since is not None or prefer.until is not None) and ranking:
         ranking = _prefer(recall_store, ranking, prefer, namespace=namespace, session_id=session_id, config=config)
-    return ranking
+    return ranking if limit is None else ranking[:limit]
 
 
 def _prefer(
@@ -532,20 +606,6 @@ def _prefer(
     ]
     boosted.sort(key=lambda b: (-b.score, b.block_id))
     return boosted + ranking[config.prefer_candidates :]
-
-
-def _memento_of(
-    store: GraphStore, block_id: str, info: BlockInfo | None, *, namespace: str, session_id: str | None
-) -> MementoRecord | None:
-    """The block's memento: by its derived id first (one key lookup), else by the `SUMMARIZES` edge."""
-    if info is not None:
-        try:
-            return store.get_memento(
-                memento_id_for(namespace, info.session_id, [block_id]), namespace=namespace, session_id=session_id
-            )
-        except NotFoundError:
-            pass
-    return store.memento_of(block_id, namespace=namespace, session_id=session_id)
 
 
 def _recall_store(store: GraphStore) -> RecallStore:
@@ -580,19 +640,24 @@ def recall(
         since=since,
         until=until,
         config=config,
-    )[: max(0, k)]
+        limit=max(0, k),
+    )
     if not ranking:
         return []
     infos = {
         info.id: info
         for info in _recall_store(store).block_info(
-            [b.block_id for b in ranking], namespace=namespace, session_id=session_id
+            [b.block_id for b in ranking], namespace=namespace, session_id=session_id, mementos=True
         )
-    }
+    }  # the hits' mementos come with their infos: one read for all of them, not one (or two) per hit
     hits: list[RecallHit] = []
     for block in ranking:
         info = infos.get(block.block_id)
-        memento = _memento_of(store, block.block_id, info, namespace=namespace, session_id=session_id)
+        memento = (
+            info.memento
+            if info is not None
+            else store.memento_of(block.block_id, namespace=namespace, session_id=session_id)
+        )
         hits.append(
             RecallHit(
                 block_id=block.block_id,

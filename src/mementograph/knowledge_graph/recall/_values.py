@@ -7,10 +7,23 @@ importing recall, which itself imports the stores.
 from __future__ import annotations
 
 from dataclasses import dataclass
+from typing import Final
 
-from .._schema import EntityRecord
+from .._schema import EntityRecord, MementoRecord
 
-__all__ = ('BlockInfo', 'EntityLookup', 'EntityPostings', 'Posting')
+__all__ = ('TEXT_MAX_DF', 'TEXT_MAX_TERMS', 'TEXT_MIN_DOCS', 'BlockInfo', 'EntityLookup', 'EntityPostings', 'Posting')
+
+TEXT_MAX_DF: Final = 2_000
+"""Full-text search (`search_text`, both backends) leaves out words found in more documents than this when the query
+has rarer ones; a query made only of such words is scored over the `TEXT_MAX_DF` latest documents holding its
+rarest word. Why: a full-text index scores every document matching any word (no top-k early exit), so one common
+word costs a pass over most of the store, while its BM25 weight is near zero. Only in stores of more than
+`TEXT_MIN_DOCS` documents."""
+TEXT_MAX_TERMS: Final = 8
+"""Words (the rarest first) sent to the full-text index per query."""
+TEXT_MIN_DOCS: Final = 10_000
+"""Below this many indexed documents (blocks and mementos), every word of the query is searched, as always: the
+words are cheap there, and the benchmark stores (LoCoMo, LongMemEval) rank exactly as before."""
 
 
 @dataclass(frozen=True)
@@ -58,3 +71,9 @@ class BlockInfo:
     """The block before it in its session (kind `block`, by `seq`): the `(prev)-[:NEXT]->(this)` edge."""
     next_id: str | None
     """The block after it: `(this)-[:NEXT]->(next)`."""
+    entities: tuple[tuple[EntityRecord, int], ...] = ()
+    """With `block_info(..., entities=True)`: what `entities_of` answers for the block (entities it `MENTIONS`, most
+    mentions first), for several blocks in one round trip."""
+    memento: MementoRecord | None = None
+    """With `block_info(..., mementos=True)`: the memento standing in for the block in scope (the one made of it
+    alone, else the first that `SUMMARIZES` it), read in the same round trip rather than one read per hit."""

@@ -292,6 +292,7 @@ CALL (prefix) {
 }
 RETURN e
 """
+_TOTAL_BLOCKS: Final = "COUNT { MATCH (b:EvictedBlock {namespace: $namespace, kind: 'block'}) }"
 _ENTITY_POSTINGS: Final = """
 RETURN COUNT {{ MATCH (b:EvictedBlock {{namespace: $namespace, kind: 'block'}}) }} AS total,
        COLLECT {{
@@ -908,25 +909,80 @@ class Neo4jStore:
     def search_text(
         self, query: str, *, k: int = 10, namespace: str = DEFAULT_NAMESPACE, session_id: str | None = None
     ) -> list[TextHit]:
-        terms = fts_terms(query)
+        """`GraphStore.search_text` on Neo4j: Lucene over an OR of the query's rarer words, top `k` inside Lucene.
+
+        As on SQLite, words in more than `TEXT_MAX_DF` documents are left out when rarer ones exist (frequencies
+        counted up to that cap, in the same round trip as the search). The search asks Lucene for the top `k`
+        only (`limit`, so it can skip documents that cannot reach them) and checks the scope on those; only when
+        some fall outside it does it rank every match in scope, as before.
+        """
+        from ..recall._values import TEXT_MAX_DF, TEXT_MAX_TERMS, TEXT_MIN_DOCS
+
+        terms = list(dict.fromkeys(fts_terms(query)))
         if not terms or k <= 0:
             return []
-        lucene = ' OR '.join('"' + term.replace('\\', '\\\\').replace('"', '\\"') + '"' for term in terms)
-        cypher = _q(
-            'CALL db.index.fulltext.queryNodes($index, $lucene) YIELD node, score '
-            f'WHERE {_scope("node", namespace, session_id)} '
+        phrases = ['"' + term.replace('\\', '\\\\').replace('"', '\\"') + '"' for term in terms]
+        returns = (
             'RETURN node.id AS id, CASE WHEN node:Memento THEN node.summarizes ELSE [node.id] END AS block_ids, '
-            'score ORDER BY score DESC, id LIMIT $k'
+            'node.namespace AS namespace, node.session_id AS session_id, score'
         )
-        params = {'index': FULLTEXT_INDEX, 'lucene': lucene, 'namespace': namespace, 'session_id': session_id, 'k': k}
+        # One round trip: wait for the index, count each word's documents up to the cap, keep the rarer words
+        # (the rarest alone if none is rare), and ask Lucene for the top k of their OR.
+        top = _q(
+            'CALL db.index.fulltext.awaitEventuallyConsistentIndexRefresh() '
+            'CALL () { MATCH (b:EvictedBlock) RETURN count(b) AS blocks } '  # label counts: O(1) reads
+            'CALL () { MATCH (m:Memento) RETURN count(m) AS mementos } '
+            'WITH blocks + mementos > $min_docs AS large '
+            'UNWIND range(0, size($phrases) - 1) AS i '
+            'CALL (i, large) { WITH i WHERE large '
+            'CALL db.index.fulltext.queryNodes($index, $phrases[i], {limit: $cap}) YIELD node '
+            'RETURN count(node) AS df UNION WITH i WHERE NOT large RETURN 1 AS df } '
+            'WITH large, i, df WHERE df > 0 ORDER BY df, i '
+            'WITH large, collect(i) AS order, collect(df) AS dfs '
+            'WITH large, [j IN range(0, size(order) - 1) WHERE dfs[j] < $cap | $phrases[order[j]]][..$max_terms] '
+            'AS rare, order WHERE size(order) > 0 '
+            'WITH CASE WHEN NOT large THEN $phrases WHEN size(rare) > 0 THEN rare ELSE [$phrases[order[0]]] END '
+            'AS picked '
+            "WITH reduce(s = '', p IN picked | CASE s WHEN '' THEN p ELSE s + ' OR ' + p END) AS lucene "
+            f'CALL db.index.fulltext.queryNodes($index, lucene, {{limit: $k}}) YIELD node, score '
+            f'{returns}, lucene ORDER BY score DESC, id'
+        )
+        wider = _q(
+            'CALL db.index.fulltext.queryNodes($index, $lucene, {limit: $limit}) YIELD node, score '
+            f'{returns} ORDER BY score DESC, id'
+        )
+        scoped = _q(
+            'CALL db.index.fulltext.queryNodes($index, $lucene) YIELD node, score '
+            f'WHERE {_scope("node", namespace, session_id)} {returns} ORDER BY score DESC, id LIMIT $k'
+        )
+        params = {
+            'index': FULLTEXT_INDEX,
+            'phrases': phrases,
+            'cap': TEXT_MAX_DF + 1,
+            'max_terms': TEXT_MAX_TERMS,
+            'min_docs': TEXT_MIN_DOCS,
+            'namespace': namespace,
+            'session_id': session_id,
+            'k': k,
+        }
 
         def work(tx: ManagedTransaction) -> list[TextHit]:
             # The index is eventually consistent (a synchronous full-text update cost ~8 ms a commit, more than the
-            # rest of an eviction); waiting for it here gives read-your-writes where it matters, at search time.
-            tx.run('CALL db.index.fulltext.awaitEventuallyConsistentIndexRefresh()').consume()
+            # rest of an eviction); waiting for it (in `top`) gives read-your-writes where it matters, at search time.
+            def in_scope(record: neo4j.Record) -> bool:
+                return bool(record['namespace'] == namespace and session_id in (None, record['session_id']))
+
+            records = list(tx.run(top, params))
+            if not all(in_scope(record) for record in records):
+                # other namespaces hold better matches: 20 times as many from Lucene, then every match in scope
+                lucene = records[0]['lucene']
+                wide = list(tx.run(wider, {**params, 'lucene': lucene, 'limit': 20 * k}))
+                kept = [record for record in wide if in_scope(record)]
+                exact = len(kept) >= k or len(wide) < 20 * k  # the top k in scope, or every match there is
+                records = kept[:k] if exact else list(tx.run(scoped, {**params, 'lucene': lucene}))
             return [
                 TextHit(id=record['id'], block_ids=tuple(record['block_ids'] or ()), score=float(record['score']))
-                for record in tx.run(cypher, params)
+                for record in records
             ]
 
         return self._read(work, op='search_text')
@@ -983,12 +1039,15 @@ class Neo4jStore:
         limit: int = 200,
         max_entities: int = 64,
         count_limit: int = 10_000,
+        count_total: bool = True,
     ) -> EntityLookup:
         """`RecallStore.entity_postings` on Neo4j."""
         from ..recall._values import EntityLookup, EntityPostings, Posting
 
         postings = _POSTINGS.format(scope=_scope('b', namespace, session_id)) if limit > 0 else '[]'
         cypher = _ENTITY_POSTINGS.format(find=_FIND_ENTITIES_BY_PREFIX if prefix else _FIND_ENTITIES, postings=postings)
+        if not count_total:  # the caller knows N: no scan of the namespace's blocks
+            cypher = cypher.replace(_TOTAL_BLOCKS, '0', 1)
         rows = self._rows(
             cypher,
             'entity_postings',
@@ -1018,16 +1077,37 @@ class Neo4jStore:
         return EntityLookup(total_blocks=int(rows[0]['total']), entities=tuple(entities))
 
     def block_info(
-        self, block_ids: Sequence[str], *, namespace: str = DEFAULT_NAMESPACE, session_id: str | None = None
+        self,
+        block_ids: Sequence[str],
+        *,
+        namespace: str = DEFAULT_NAMESPACE,
+        session_id: str | None = None,
+        mementos: bool = False,
+        entities: bool = False,
     ) -> list[BlockInfo]:
-        """`RecallStore.block_info` on Neo4j."""
+        """`RecallStore.block_info` on Neo4j, in one round trip with what is asked: with `mementos`, the memento made
+        of the block alone, else the first that `SUMMARIZES` it (as `memento_of` orders them); with `entities`, what
+        `entities_of` answers."""
         from ..recall._values import BlockInfo
 
         ids = list(dict.fromkeys(block_ids))
         if not ids:
             return []
+        cypher = _BLOCK_INFO.format(scope=_scope('b', namespace, session_id))
+        if mementos:
+            cypher += (
+                ', COLLECT { MATCH (m:Memento)-[:SUMMARIZES]->(b) WHERE '
+                + _scope('m', namespace, session_id)
+                + ' WITH m, (m.summarizes = [b.id] AND m.session_id = b.session_id) AS own '
+                f'RETURN {_MEMENTO_FIELDS} ORDER BY own DESC, m.created_at, m.ordinal, m.id LIMIT 1 }} AS memento'
+            )
+        if entities:
+            cypher += (
+                ', COLLECT { MATCH (b)-[r:MENTIONS]->(e:Entity {namespace: $namespace}) '
+                'RETURN [e.key, e.name, e.kind, r.count] AS entity ORDER BY r.count DESC, e.key } AS entities'
+            )
         rows = self._rows(
-            _BLOCK_INFO.format(scope=_scope('b', namespace, session_id)),
+            cypher,
             'block_info',
             ids=ids,
             namespace=namespace,
@@ -1046,6 +1126,11 @@ class Neo4jStore:
                 started_at=record['started_at'],
                 previous_id=row['previous'][0] if row['previous'] else None,
                 next_id=row['following'][0] if row['following'] else None,
+                memento=_memento(row['memento'][0]) if mementos and row['memento'] else None,
+                entities=tuple(
+                    (EntityRecord(key=key, name=name, kind=kind), count)
+                    for key, name, kind, count in (row['entities'] if entities else ())
+                ),
             )
         return [found[block_id] for block_id in ids if block_id in found]
 

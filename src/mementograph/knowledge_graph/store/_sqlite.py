@@ -46,19 +46,45 @@ if TYPE_CHECKING:  # recall reads (section at the end of SqliteStore); a runtime
 
 __all__ = ('SqliteStore',)
 
-FORMAT: Final = 'mementograph-sqlite-2'
-"""Written to `meta`. Format 1 files (a `summarizes` link table, eager entity index) are migrated in place at open."""
+FORMAT: Final = 'mementograph-sqlite-3'
+"""Written to `meta`. Format 1 files (a `summarizes` link table, eager entity index) and format 2 files (a
+`page_blocks` table, every eviction's mentions in `mention_queue`) are migrated in place at open."""
 DEFAULT_BUSY_TIMEOUT: Final = 5.0
 
 _MENTIONS_ENTITY_INDEX: Final = (
     'CREATE INDEX IF NOT EXISTS mentions_entity ON mentions (entity_id, count DESC, source_id)'
 )
 
+_PAGE_BLOCKS_TRIGGERS: Final = """
+CREATE TRIGGER IF NOT EXISTS page_blocks_insert INSTEAD OF INSERT ON page_blocks BEGIN
+    UPDATE pages SET members_json = json_patch(json_object(NEW.block_id, NEW.position), members_json)
+    WHERE id = NEW.page_id;
+END;
+CREATE TRIGGER IF NOT EXISTS page_blocks_delete INSTEAD OF DELETE ON page_blocks BEGIN
+    UPDATE pages SET members_json = (SELECT json_group_object(key, value) FROM json_each(members_json)
+    WHERE key != OLD.block_id) WHERE id = OLD.page_id;
+END;
+CREATE TRIGGER IF NOT EXISTS page_blocks_update INSTEAD OF UPDATE ON page_blocks BEGIN
+    UPDATE pages SET members_json = (SELECT json_group_object(key, value) FROM json_each(members_json)
+    WHERE key != OLD.block_id) WHERE id = OLD.page_id;
+    UPDATE pages SET members_json = json_patch(members_json, json_object(NEW.block_id, NEW.position))
+    WHERE id = NEW.page_id;
+END;
+"""
+"""`page_blocks` stays writable as the table it was (repair tools, tests that damage a page on purpose): a row
+written, deleted or changed through it is a member written, deleted or changed on its page row. Kept out of
+`_SCHEMA`, which is split on `;`."""
+
 # Why this shape: an eviction sits on the agent's request path, and its cost is the B-tree pages its commit
 # writes to the WAL. So a link is stored on a row the eviction writes anyway (SUMMARIZES: the memento's
 # `summarizes_json` and, reversed for `memento_of`, the target's `memento_id` / `parent_id`), large columns come
 # last (reading the small ones never walks their overflow pages), and the indexes only searches need -- FTS5 and
-# the entity postings -- are built at the first read that needs them, from `rid` marks and the `mention_queue`.
+# the entity postings -- are built at the first read that needs them, from `rid` marks. Format 3 drops two more
+# records per eviction: the eviction's queued mentions ride in its first new block row (`blocks.mentions`; only an
+# eviction that writes no new block uses `mention_queue`), and a page's members are a JSON object on the page row
+# (`members_json`, block id -> position; `page_blocks` is a view of it). Measured and not taken: a WITHOUT ROWID
+# `mementos` (keyed by id, or by scope with a unique id) writes more pages than rowid table + two indexes, because
+# index B-trees split half-full where a rowid table appends (and mementos overflow an index leaf sooner).
 _SCHEMA: Final = (
     """
 CREATE TABLE IF NOT EXISTS meta (key TEXT PRIMARY KEY, value TEXT NOT NULL);
@@ -80,7 +106,8 @@ CREATE TABLE IF NOT EXISTS blocks (
     created_at TEXT NOT NULL,
     memento_id TEXT,
     text TEXT NOT NULL,
-    messages_json BLOB NOT NULL
+    messages_json BLOB NOT NULL,
+    mentions BLOB
 );
 CREATE INDEX IF NOT EXISTS blocks_scope ON blocks (namespace, session_id, kind, seq);
 CREATE TABLE IF NOT EXISTS mementos (
@@ -102,7 +129,9 @@ CREATE TABLE IF NOT EXISTS mementos (
 CREATE INDEX IF NOT EXISTS mementos_scope ON mementos (namespace, session_id, rid);
 CREATE VIEW IF NOT EXISTS summarizes (memento_id, target_id, position) AS
     SELECT m.id, t.value, t.key FROM mementos m, json_each(m.summarizes_json) t;
-CREATE TABLE IF NOT EXISTS mention_queue (rid INTEGER PRIMARY KEY, namespace TEXT NOT NULL, data BLOB NOT NULL);
+CREATE TABLE IF NOT EXISTS mention_queue (
+    rid INTEGER PRIMARY KEY, namespace TEXT NOT NULL, data BLOB NOT NULL, after_rid INTEGER NOT NULL DEFAULT 0
+);
 CREATE TABLE IF NOT EXISTS entities (
     id TEXT PRIMARY KEY, namespace TEXT NOT NULL, key TEXT NOT NULL, name TEXT NOT NULL, kind TEXT NOT NULL
 ) WITHOUT ROWID;
@@ -114,12 +143,12 @@ CREATE TABLE IF NOT EXISTS mentions (
     + """;
 CREATE TABLE IF NOT EXISTS pages (
     id TEXT PRIMARY KEY, namespace TEXT NOT NULL, session_id TEXT NOT NULL, number INTEGER NOT NULL,
-    first_turn INTEGER NOT NULL, last_turn INTEGER NOT NULL, summary TEXT NOT NULL, topics_json TEXT NOT NULL
+    first_turn INTEGER NOT NULL, last_turn INTEGER NOT NULL, summary TEXT NOT NULL, topics_json TEXT NOT NULL,
+    members_json TEXT NOT NULL DEFAULT '{}'
 ) WITHOUT ROWID;
 CREATE INDEX IF NOT EXISTS pages_scope ON pages (namespace, session_id, number);
-CREATE TABLE IF NOT EXISTS page_blocks (
-    page_id TEXT NOT NULL, block_id TEXT NOT NULL, position INTEGER NOT NULL, PRIMARY KEY (page_id, block_id)
-) WITHOUT ROWID;
+CREATE VIEW IF NOT EXISTS page_blocks (page_id, block_id, position) AS
+    SELECT p.id, t.key, t.value FROM pages p, json_each(p.members_json) t;
 CREATE TABLE IF NOT EXISTS events (
     namespace TEXT NOT NULL, session_id TEXT NOT NULL, seq INTEGER NOT NULL, key TEXT NOT NULL, kind TEXT NOT NULL,
     message_index INTEGER, sha256 TEXT NOT NULL, payload BLOB NOT NULL, block_ids_json TEXT NOT NULL,
@@ -140,10 +169,21 @@ _MEMENTO_COLUMNS: Final = (
     'id, session_id, namespace, text, tokens, score, verified, iterations, compressor, level, summarizes_json'
 )
 _FORMAT_1: Final = 'mementograph-sqlite-1'
+_FORMAT_2: Final = 'mementograph-sqlite-2'
+
+
+def _view(name: str) -> str:
+    """The `CREATE VIEW` statement of `_SCHEMA` named `name`."""
+    return next(s for s in _SCHEMA.split(';') if f'CREATE VIEW IF NOT EXISTS {name} ' in s)
+
+
+def _columns(conn: sqlite3.Connection, table: str) -> set[str]:
+    return {row[1] for row in conn.execute(f'PRAGMA table_xinfo({table})')}
 
 
 def _migrate_from_1(conn: sqlite3.Connection) -> None:
-    """Rewrite a format-1 file as format 2, inside the caller's transaction (all of it or none of it).
+    """Rewrite a format-1 file as format 2, inside the caller's transaction (all of it or none of it); the caller
+    then takes it to format 3 (`_migrate_from_2`).
 
     Blocks and mementos are copied into the new column order with their `rid`s, so the full-text marks in `meta`
     stay valid; each target's `memento_id` / `parent_id` is the first memento (by `rid`) of its namespace that
@@ -156,7 +196,7 @@ def _migrate_from_1(conn: sqlite3.Connection) -> None:
     conn.execute('ALTER TABLE mementos RENAME TO mementos_v1')
     # statement by statement: executescript would commit the caller's transaction
     for statement in _SCHEMA.split(';'):
-        if statement.strip() and 'CREATE VIEW' not in statement:
+        if statement.strip() and 'CREATE VIEW' not in statement:  # `page_blocks` is still a table here
             conn.execute(statement)
     first_memento = (
         '(SELECT s.memento_id FROM summarizes_v1 s JOIN mementos_v1 m ON m.id = s.memento_id '
@@ -187,20 +227,56 @@ def _migrate_from_1(conn: sqlite3.Connection) -> None:
         )
     for table in ('blocks_v1', 'mementos_v1', 'summarizes_v1'):
         conn.execute(f'DROP TABLE {table}')
-    conn.execute(next(s for s in _SCHEMA.split(';') if 'CREATE VIEW' in s))
+    conn.execute(_view('summarizes'))
+    conn.execute("UPDATE meta SET value = ? WHERE key = 'format'", (_FORMAT_2,))
+
+
+def _migrate_from_2(conn: sqlite3.Connection) -> None:
+    """Take a format-2 file to format 3, inside the caller's transaction: no row is copied but the pages'.
+
+    The new columns are added last, where a fresh file has them. Old blocks have no `mentions` (theirs are in the
+    queue, read before any newer block's: `after_rid` 0), so the blocks mark starts past them.
+    """
+    if 'mentions' not in _columns(conn, 'blocks'):  # a format-1 file's blocks were rebuilt with it
+        conn.execute('ALTER TABLE blocks ADD COLUMN mentions BLOB')
+    if 'after_rid' not in _columns(conn, 'mention_queue'):
+        conn.execute('ALTER TABLE mention_queue ADD COLUMN after_rid INTEGER NOT NULL DEFAULT 0')
+    conn.execute("ALTER TABLE pages ADD COLUMN members_json TEXT NOT NULL DEFAULT '{}'")
+    conn.execute(
+        'UPDATE pages SET members_json = (SELECT json_group_object(b.block_id, b.position) FROM page_blocks b '
+        'WHERE b.page_id = pages.id) WHERE id IN (SELECT page_id FROM page_blocks)'
+    )
+    conn.execute('DROP TABLE page_blocks')
+    conn.execute(_view('page_blocks').replace(' IF NOT EXISTS', ''))  # a name taken fails the migration
+    for trigger in _PAGE_BLOCKS_TRIGGERS.split('END;')[:-1]:
+        conn.execute(trigger.replace(' IF NOT EXISTS', '') + 'END;')
+    conn.execute(
+        "INSERT OR REPLACE INTO meta (key, value) VALUES ('mentions_blocks', (SELECT coalesce(max(rid), 0) FROM blocks))"
+    )
     conn.execute("UPDATE meta SET value = ? WHERE key = 'format'", (FORMAT,))
 
 
 _QUEUE_BATCH: Final = 500
-"""`mention_queue` rows (evictions) indexed per transaction."""
+"""Evictions (block rows or `mention_queue` rows) whose mentions are indexed per transaction."""
 _REBUILD_QUEUE_ROWS: Final = 1000
 """A backlog this long may be worth rebuilding the by-entity index for (`_index_mentions`)."""
 _INSERT_SESSION: Final = 'INSERT OR IGNORE INTO sessions (namespace, id, created_at) VALUES (?, ?, ?)'
 _INSERT_BLOCK: Final = (
     'INSERT INTO blocks (id, namespace, session_id, seq, kind, first_message, last_message, tokens, sha256, '
-    'started_at, created_at, memento_id, text, messages_json) VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?) '
-    'ON CONFLICT (id) DO NOTHING'
+    'started_at, created_at, memento_id, text, messages_json, mentions) '
+    'VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?) ON CONFLICT (id) DO NOTHING'
 )
+_QUEUE_MENTIONS: Final = (
+    'INSERT INTO mention_queue (namespace, data, after_rid) VALUES (?, ?, (SELECT coalesce(max(rid), 0) FROM blocks))'
+)
+_UPSERT_PAGE: Final = (
+    'INSERT INTO pages (id, namespace, session_id, number, first_turn, last_turn, summary, topics_json, members_json) '
+    'VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?) ON CONFLICT (id) DO UPDATE SET first_turn = excluded.first_turn, '
+    'last_turn = excluded.last_turn, summary = excluded.summary, topics_json = excluded.topics_json, '
+    'members_json = json_patch(excluded.members_json, pages.members_json)'  # a member keeps its first position
+)
+_MENTIONS_MARK: Final = 'mentions_blocks'
+"""`meta` key: the `rid` of the last block whose `mentions` are in the entity index."""
 _INSERT_MEMENTO: Final = (
     'INSERT INTO mementos (id, namespace, session_id, tokens, score, verified, iterations, compressor, level, '
     'created_at, parent_id, summarizes_json, text) VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?) '
@@ -211,12 +287,35 @@ _LINK_BLOCK: Final = 'UPDATE blocks SET memento_id = ? WHERE id = ? AND namespac
 _LINK_MEMENTO: Final = 'UPDATE mementos SET parent_id = ? WHERE id = ? AND namespace = ? AND parent_id IS NULL'
 
 
-def _encode_mentions(mentions: Sequence[Mention]) -> bytes:
-    """An eviction's `MENTIONS` in order, grouped by source: `[[source_id, key, name, kind, count, key, ...], ...]`.
+_FIELDS: Final = b'\x02'
+"""First byte of the field encoding of mentions; the JSON encoding (format 2's queue rows) is a bare zlib stream."""
 
-    Flat lists because encoding sits on the eviction path (~100 mentions a block); compressed because entity
-    names repeat (~4 KB of JSON becomes ~1 KB on the page).
+
+def _encode_mentions(mentions: Sequence[Mention]) -> bytes:
+    """An eviction's `MENTIONS` in order, compressed (entity names repeat: ~8 KB becomes ~1.5 KB on the page).
+
+    Encoding sits on the eviction path (~120 mentions a block), so the usual form is five NUL-separated fields a
+    mention, `source_id` left empty when it repeats the previous one: a join is a fraction of a `json.dumps`. A
+    string holding NUL itself (or an empty source id) cannot be told apart in it, so then the JSON form is used.
     """
+    fields: list[str] = []
+    source = None
+    for mention in mentions:
+        entity = mention.entity
+        if mention.source_id == source:
+            fields += ('', entity.key, entity.name, entity.kind, str(mention.count))
+        else:
+            source = mention.source_id
+            # an empty source id would read as a repeat: a NUL in its place sends the eviction to JSON below
+            fields += (source or '\x00', entity.key, entity.name, entity.kind, str(mention.count))
+    text = '\x00'.join(fields)
+    if text.count('\x00') == len(fields) - 1:
+        return _FIELDS + zlib.compress(text.encode('utf-8', 'surrogatepass'), 1)
+    return _encode_mentions_json(mentions)
+
+
+def _encode_mentions_json(mentions: Sequence[Mention]) -> bytes:
+    """Grouped by source: `[[source_id, key, name, kind, count, key, ...], ...]`, as format 2 queued them."""
     groups: list[list[str | int]] = []
     group: list[str | int] = []
     source = None
@@ -231,7 +330,14 @@ def _encode_mentions(mentions: Sequence[Mention]) -> bytes:
 
 
 def _decode_mentions(data: bytes) -> Iterator[tuple[str, str, str, str, int]]:
-    """`(source_id, key, name, kind, count)` of a `mention_queue` row, in the order they were written."""
+    """`(source_id, key, name, kind, count)` of an eviction's encoded mentions, in the order they were written."""
+    if data[:1] == _FIELDS:
+        fields = zlib.decompress(data[1:]).decode('utf-8', 'surrogatepass').split('\x00')
+        source = ''
+        for i in range(0, len(fields), 5):
+            source = fields[i] or source
+            yield source, fields[i + 1], fields[i + 2], fields[i + 3], int(fields[i + 4])
+        return
     for group in json.loads(zlib.decompress(data)):
         source_id = group[0]
         for i in range(1, len(group), 4):
@@ -271,8 +377,8 @@ class SqliteStore:
     """Graph store on one SQLite file (or in memory).
 
     Block text is not stored: the full-text index renders it from the archived messages, lazily, at the first
-    search after an eviction (`BlockRecord.text` reads back empty); entity mentions likewise wait in
-    `mention_queue` until the first entity read. One eviction is one `BEGIN IMMEDIATE ... COMMIT` transaction; WAL
+    search after an eviction (`BlockRecord.text` reads back empty); entity mentions likewise wait, encoded on the
+    eviction's block row (or in `mention_queue`), until the first entity read. One eviction is one `BEGIN IMMEDIATE ... COMMIT` transaction; WAL
     with `synchronous=NORMAL` writes the commit to the WAL file before `COMMIT` returns, so a process killed after
     it loses nothing and one killed before leaves nothing (a power cut may lose the last commits, never corrupt the
     file). Another process writing the same file is waited for up to `busy_timeout` seconds, then `StoreBusyError`
@@ -343,12 +449,12 @@ class SqliteStore:
             raise sqlite3.DatabaseError('it holds tables of another application')
         if row is not None:
             fmt = conn.execute("SELECT value FROM meta WHERE key = 'format'").fetchone()
-            if fmt is not None and fmt[0] == _FORMAT_1:
-                self._migrate(conn)
+            if fmt is not None and fmt[0] in (_FORMAT_1, _FORMAT_2):
+                self._migrate(conn, fmt[0])
             elif fmt is not None and str(fmt[0]).startswith('mementograph-sqlite-') and fmt[0] != FORMAT:
                 raise StoreUnavailableError(
                     f'{self._where()} holds format {fmt[0]!r}, which a newer mementograph wrote (this one reads '
-                    f'{FORMAT!r} and {_FORMAT_1!r}); upgrade mementograph or choose another --store'
+                    f'{FORMAT!r}, {_FORMAT_2!r} and {_FORMAT_1!r}); upgrade mementograph or choose another --store'
                 )
             elif fmt is None or fmt[0] != FORMAT:
                 raise sqlite3.DatabaseError(f'unknown format {fmt[0] if fmt else None!r}, expected {FORMAT!r}')
@@ -356,28 +462,29 @@ class SqliteStore:
         # executescript commits any open transaction first, so the whole setup is one script.
         try:
             conn.executescript(
-                f"BEGIN IMMEDIATE;\n{_SCHEMA}\nINSERT OR IGNORE INTO meta (key, value) VALUES ('format', '{FORMAT}');\nCOMMIT;"
+                f"BEGIN IMMEDIATE;\n{_SCHEMA}\n{_PAGE_BLOCKS_TRIGGERS}\nINSERT OR IGNORE INTO meta (key, value) VALUES ('format', '{FORMAT}');\nCOMMIT;"
             )
         except BaseException:
             if conn.in_transaction:
                 conn.execute('ROLLBACK')
             raise
 
-    def _migrate(self, conn: sqlite3.Connection) -> None:
-        """Migrate a format-1 file in one transaction: a failure (or a kill) leaves it format 1, whole."""
+    def _migrate(self, conn: sqlite3.Connection, old: str) -> None:
+        """Migrate a format-1 or format-2 file in one transaction: a failure (or a kill) leaves it as it was, whole."""
         conn.execute('BEGIN IMMEDIATE')
         try:
             fmt = conn.execute("SELECT value FROM meta WHERE key = 'format'").fetchone()
-            if fmt is not None and fmt[0] == _FORMAT_1:  # another process may have migrated it while we waited
+            # another process may have migrated it while we waited
+            if fmt is not None and fmt[0] == _FORMAT_1:
                 _migrate_from_1(conn)
+            if fmt is not None and fmt[0] in (_FORMAT_1, _FORMAT_2):
+                _migrate_from_2(conn)
             conn.execute('COMMIT')
         except BaseException as exc:
             if conn.in_transaction:
                 conn.execute('ROLLBACK')
             if isinstance(exc, sqlite3.Error):
-                raise type(exc)(
-                    f'migrating it from {_FORMAT_1!r} to {FORMAT!r} failed, nothing changed: {exc}'
-                ) from exc
+                raise type(exc)(f'migrating it from {old!r} to {FORMAT!r} failed, nothing changed: {exc}') from exc
             raise
 
     def _busy_message(self) -> str:
@@ -451,8 +558,9 @@ class SqliteStore:
 
         `SUMMARIZES` is the memento's `summarizes_json`; reversed, it is the target's `memento_id` (a block) or
         `parent_id` (a memento): the first memento of the namespace written with the target present, as on
-        Neo4j, where the edge exists only if the target did. `MENTIONS` go to `mention_queue` in order and reach
-        the entity index at the next read that needs it, with the same first-write-wins outcome.
+        Neo4j, where the edge exists only if the target did. `MENTIONS`, encoded, ride in the eviction's first new
+        block row (else a `mention_queue` row placed after the last block) and reach the entity index at the next
+        read that needs it, in write order, with the same first-write-wins outcome.
         """
         created = now_iso()
         ns, sid = eviction.namespace, eviction.session_id
@@ -470,10 +578,11 @@ class SqliteStore:
                     (
                         block.id, ns, sid, block.seq, block.kind, block.first_message, block.last_message,
                         block.tokens, block.sha256, block.started_at, created, first.get(block.id), '',
-                        block.messages_json,
+                        block.messages_json, queued,
                     ),
                 ).rowcount:  # fmt: skip
                     linked.add(block.id)
+                    queued = None  # on this row now
             for memento in eviction.mementos:
                 if conn.execute(
                     _INSERT_MEMENTO,
@@ -489,22 +598,19 @@ class SqliteStore:
                     link = (memento_id, target, ns)
                     if not conn.execute(_LINK_BLOCK, link).rowcount:
                         conn.execute(_LINK_MEMENTO, link)
-            if queued is not None:
-                conn.execute('INSERT INTO mention_queue (namespace, data) VALUES (?, ?)', (ns, queued))
+            if queued is not None:  # no new block row to carry them (a retry, or mementos only)
+                conn.execute(_QUEUE_MENTIONS, (ns, queued))
             for page in eviction.pages:
+                members: dict[str, int] = {}
+                for pos, block_id in enumerate(page.block_ids):
+                    members.setdefault(block_id, pos)
                 conn.execute(
-                    'INSERT INTO pages (id, namespace, session_id, number, first_turn, last_turn, summary, topics_json) '
-                    'VALUES (?, ?, ?, ?, ?, ?, ?, ?) ON CONFLICT (id) DO UPDATE SET first_turn = excluded.first_turn, '
-                    'last_turn = excluded.last_turn, summary = excluded.summary, topics_json = excluded.topics_json',
+                    _UPSERT_PAGE,
                     (
                         page.id, ns, sid, page.number, page.first_turn, page.last_turn, page.summary,
-                        json.dumps(list(page.topics)),
+                        json.dumps(list(page.topics)), json.dumps(members),
                     ),
                 )  # fmt: skip
-                conn.executemany(
-                    'INSERT OR IGNORE INTO page_blocks (page_id, block_id, position) VALUES (?, ?, ?)',
-                    [(page.id, block_id, pos) for pos, block_id in enumerate(page.block_ids)],
-                )
             self._insert_events(conn, eviction.events, created)
 
     def append_events(self, events: Sequence[SessionEvent]) -> None:
@@ -552,10 +658,18 @@ class SqliteStore:
                 marks = ','.join('?' * len(chunk))
                 removed += conn.execute(f'DELETE FROM mentions WHERE source_id IN ({marks})', chunk).rowcount
                 conn.execute(f'DELETE FROM text_fts WHERE item_id IN ({marks})', chunk)
-            for page_id in page_ids:
-                removed += conn.execute('DELETE FROM page_blocks WHERE page_id = ?', (page_id,)).rowcount
+            for page_id in page_ids:  # CONTAINS edges: they go with their page row
+                removed += conn.execute('SELECT count(*) FROM page_blocks WHERE page_id = ?', (page_id,)).fetchone()[0]
             for table in ('blocks', 'mementos', 'pages', 'events'):
                 removed += conn.execute(f'DELETE FROM {table} WHERE namespace = ? AND session_id = ?', scope).rowcount
+            # SQLite hands the highest `rid`s out again once their rows are gone: a mark above the new top would
+            # skip the next rows, so it comes down to it (every row left below it was indexed)
+            for key, table in (('fts_blocks', 'blocks'), (_MENTIONS_MARK, 'blocks'), ('fts_mementos', 'mementos')):
+                conn.execute(
+                    f'UPDATE meta SET value = min(CAST(value AS INTEGER), (SELECT coalesce(max(rid), 0) FROM {table})) '
+                    'WHERE key = ?',
+                    (key,),
+                )
             removed += conn.execute('DELETE FROM sessions WHERE namespace = ? AND id = ?', scope).rowcount
             removed += conn.execute(
                 'DELETE FROM entities WHERE namespace = ? AND id NOT IN (SELECT entity_id FROM mentions)', (namespace,)
@@ -702,15 +816,13 @@ class SqliteStore:
         where, params = _scope_sql(namespace, session_id)
         with self._read() as conn:
             rows = conn.execute(f'SELECT * FROM pages WHERE {where} ORDER BY session_id, number', params).fetchall()
-            members = {
-                row['id']: [
-                    r[0]
-                    for r in conn.execute(
-                        'SELECT block_id FROM page_blocks WHERE page_id = ? ORDER BY position', (row['id'],)
-                    )
-                ]
-                for row in rows
-            }
+        members = {
+            row['id']: [
+                block_id
+                for block_id, _ in sorted(json.loads(row['members_json']).items(), key=lambda item: (item[1], item[0]))
+            ]
+            for row in rows
+        }
         return [
             PageRecord(
                 id=row['id'],
@@ -738,48 +850,90 @@ class SqliteStore:
         return [(EntityRecord(key=row[0], name=row[1], kind=row[2]), row[3]) for row in rows]
 
     def _index_mentions(self) -> None:
-        """Move queued `MENTIONS` into the entity index (`entities`, `mentions` and its by-entity index).
+        """Move pending `MENTIONS` into the entity index (`entities`, `mentions` and its by-entity index).
 
         Deferred from eviction to the first read that needs it, like the full-text index: a block mentions ~100
         entities, and indexing them at eviction would write ~200 scattered B-tree pages on the agent's request
-        path. Rows are applied in the order they were written (first name and first count win, as before), in
-        batches, so memory stays bounded however much is queued.
+        path. Pending are the `mentions` of blocks past the mark and the `mention_queue` rows; they are applied in
+        the order they were written (first name and first count win, as before), in batches, so memory stays
+        bounded however much is pending.
         """
         with self._read() as conn:
+            mark = self._mentions_mark(conn)
+            top = conn.execute('SELECT coalesce(max(rid), 0) FROM blocks').fetchone()[0]
             queued = conn.execute('SELECT count(*) FROM mention_queue').fetchone()[0]
-            if not queued:
+            if top <= mark and not queued:
                 return
             rebuild = False
-            if queued >= _REBUILD_QUEUE_ROWS:
+            if top - mark + queued >= _REBUILD_QUEUE_ROWS:
                 # A backlog as large as the index itself (bulk writes with no entity read between): inserting it
                 # into the by-entity index would rewrite nearly every page of it per batch; building the index
                 # afterwards is one sort.
-                sample = conn.execute('SELECT data FROM mention_queue ORDER BY rid LIMIT 1').fetchone()[0]
-                pending = queued * sum(1 for _ in _decode_mentions(sample))
-                rebuild = pending >= conn.execute('SELECT count(*) FROM mentions').fetchone()[0]
+                sample = conn.execute(
+                    'SELECT mentions FROM blocks WHERE rid > ? AND mentions IS NOT NULL '
+                    'UNION ALL SELECT data FROM mention_queue LIMIT 1',
+                    (mark,),
+                ).fetchone()
+                if sample is not None:
+                    pending = (top - mark + queued) * sum(1 for _ in _decode_mentions(sample[0]))
+                    rebuild = pending >= conn.execute('SELECT count(*) FROM mentions').fetchone()[0]
         if rebuild:
-            with self._write() as conn:
+            with self._write() as conn:  # the write lock held throughout: nothing new comes in
                 conn.execute('DROP INDEX mentions_entity')
-                queue = conn.execute('SELECT rid, namespace, data FROM mention_queue ORDER BY rid')
-                while rows := queue.fetchmany(_QUEUE_BATCH):
-                    self._apply_mentions(conn, rows)
+                while self._apply_next_mentions(conn):
+                    pass
                 conn.execute(_MENTIONS_ENTITY_INDEX)
-                conn.execute('DELETE FROM mention_queue')  # the write lock held throughout: nothing new came in
             return
         while True:
             with self._write() as conn:
-                rows = conn.execute(
-                    'SELECT rid, namespace, data FROM mention_queue ORDER BY rid LIMIT ?', (_QUEUE_BATCH,)
-                ).fetchall()
-                if not rows:
+                if not self._apply_next_mentions(conn):
                     return
-                self._apply_mentions(conn, rows)
-                conn.execute('DELETE FROM mention_queue WHERE rid <= ?', (rows[-1][0],))
-            if len(rows) < _QUEUE_BATCH:
-                return
 
     @staticmethod
-    def _apply_mentions(conn: sqlite3.Connection, rows: Sequence[sqlite3.Row]) -> None:
+    def _mentions_mark(conn: sqlite3.Connection) -> int:
+        row = conn.execute('SELECT value FROM meta WHERE key = ?', (_MENTIONS_MARK,)).fetchone()
+        return 0 if row is None else int(row[0])
+
+    def _apply_next_mentions(self, conn: sqlite3.Connection) -> bool:
+        """Index the next `_QUEUE_BATCH` pending evictions' mentions, in write order, and move the mark past them;
+        `False` when nothing was pending.
+
+        Write order: a block's by `rid`; a queue row's right after the block that was last when it was written
+        (`after_rid`), queue rows among themselves by their own `rid`.
+        """
+        mark = self._mentions_mark(conn)
+        blocks = conn.execute(
+            'SELECT rid, namespace, mentions FROM blocks WHERE rid > ? AND mentions IS NOT NULL ORDER BY rid LIMIT ?',
+            (mark, _QUEUE_BATCH),
+        ).fetchall()
+        queue = conn.execute(
+            'SELECT rid, after_rid, namespace, data FROM mention_queue ORDER BY after_rid, rid LIMIT ?', (_QUEUE_BATCH,)
+        ).fetchall()
+        pending = sorted(
+            [((rid, 0, 0), namespace, data) for rid, namespace, data in blocks]
+            + [((after_rid, 1, rid), namespace, data) for rid, after_rid, namespace, data in queue]
+        )[:_QUEUE_BATCH]  # the first of each list are the first of both
+        if not pending:
+            top = conn.execute('SELECT coalesce(max(rid), 0) FROM blocks').fetchone()[0]
+            if top > mark:  # blocks without mentions only
+                conn.execute('INSERT OR REPLACE INTO meta (key, value) VALUES (?, ?)', (_MENTIONS_MARK, str(top)))
+            return False
+        self._apply_mentions(conn, [(None, namespace, data) for _, namespace, data in pending])
+        taken = [key for key, _, _ in pending]
+        done = [key[2] for key in taken if key[1] == 1]
+        for start in range(0, len(done), 500):
+            chunk = done[start : start + 500]
+            conn.execute(f'DELETE FROM mention_queue WHERE rid IN ({",".join("?" * len(chunk))})', chunk)
+        if len(pending) < _QUEUE_BATCH or len(taken) - len(done) == len(blocks) < _QUEUE_BATCH:
+            # every pending block is applied: the mark can pass the blocks without mentions too
+            last = conn.execute('SELECT coalesce(max(rid), 0) FROM blocks').fetchone()[0]
+        else:
+            last = max([key[0] for key in taken if key[1] == 0], default=mark)
+        conn.execute('INSERT OR REPLACE INTO meta (key, value) VALUES (?, ?)', (_MENTIONS_MARK, str(last)))
+        return True
+
+    @staticmethod
+    def _apply_mentions(conn: sqlite3.Connection, rows: Sequence[tuple[Any, str, bytes]]) -> None:
         entities: dict[str, tuple[str, str, str, str, str]] = {}
         mentions: dict[tuple[str, str], int] = {}
         for _, namespace, data in rows:
@@ -840,18 +994,72 @@ class SqliteStore:
     def search_text(
         self, query: str, *, k: int = 10, namespace: str = DEFAULT_NAMESPACE, session_id: str | None = None
     ) -> list[TextHit]:
-        terms = fts_terms(query)
+        """`GraphStore.search_text` on SQLite: FTS5 BM25 over an OR of the query's rarer words.
+
+        FTS5 scores every document matching the query (no top-k early exit), so the cost is the documents its words
+        match: words in more than `TEXT_MAX_DF` documents are left out when rarer ones exist (their document
+        frequency counted up to that cap, a bounded read), and a query of only such words is scored over the
+        latest `TEXT_MAX_DF` documents holding its rarest word. The ranking runs on rowids alone; the scope is
+        checked on the top `k` afterwards (reading a document's unindexed columns for every match would cost more
+        than scoring it), and the scope is filtered inside the query only when those hits leave it.
+        """
+        from ..recall._values import TEXT_MAX_DF, TEXT_MAX_TERMS, TEXT_MIN_DOCS
+
+        terms = list(dict.fromkeys(fts_terms(query)))
         if not terms or k <= 0:
             return []
         self._index_text()
-        match = ' OR '.join('"' + term.replace('"', '""') + '"' for term in terms)
-        where, params = _scope_sql(namespace, session_id)
+        phrases = ['"' + term.replace('"', '""') + '"' for term in terms]
         with self._read() as conn:
-            rows = conn.execute(
-                f'SELECT item_id, bm25(text_fts) AS rank FROM text_fts WHERE text_fts MATCH ? AND {where} '
-                'ORDER BY rank LIMIT ?',
-                [match, *params, k],
+            # the highest rowid: the documents indexed (give or take deletions), read off the B-tree's last page
+            docs = conn.execute('SELECT max(rowid) FROM text_fts_docsize').fetchone()[0] or 0
+            picked = phrases
+            present: list[tuple[int, int]] = []
+            floor = 0
+            if docs > TEXT_MIN_DOCS:
+                dfs = [
+                    conn.execute(
+                        'SELECT count(*) FROM (SELECT 1 FROM text_fts WHERE text_fts MATCH ? LIMIT ?)',
+                        (phrase, TEXT_MAX_DF + 1),
+                    ).fetchone()[0]
+                    for phrase in phrases
+                ]
+                present = sorted((df, index) for index, df in enumerate(dfs) if df)
+                if not present:
+                    return []
+                picked = [phrases[index] for df, index in present if df <= TEXT_MAX_DF][:TEXT_MAX_TERMS]
+            if not picked:
+                picked = [phrases[present[0][1]]]
+                floor = conn.execute(
+                    'SELECT rowid FROM text_fts WHERE text_fts MATCH ? ORDER BY rowid DESC LIMIT 1 OFFSET ?',
+                    (picked[0], TEXT_MAX_DF - 1),
+                ).fetchone()[0]
+            match = ' OR '.join(picked)
+            ranked = conn.execute(
+                'SELECT rowid, bm25(text_fts) AS rank FROM text_fts WHERE text_fts MATCH ? AND rowid >= ? '
+                'ORDER BY rank, rowid LIMIT ?',
+                (match, floor, k),
             ).fetchall()
+            marks = ', '.join('?' * len(ranked))
+            items = {
+                row[0]: (row[1], row[2], row[3])
+                for row in conn.execute(
+                    f'SELECT rowid, item_id, namespace, session_id FROM text_fts WHERE rowid IN ({marks})',
+                    [row[0] for row in ranked],
+                )
+            }
+            in_scope = all(
+                items[rowid][1] == namespace and session_id in (None, items[rowid][2]) for rowid, _ in ranked
+            )
+            if in_scope:
+                rows = [(items[rowid][0], rank) for rowid, rank in ranked]
+            else:
+                where, params = _scope_sql(namespace, session_id)
+                rows = conn.execute(
+                    f'SELECT item_id, bm25(text_fts) AS rank FROM text_fts WHERE text_fts MATCH ? AND rowid >= ? '
+                    f'AND {where} ORDER BY rank, rowid LIMIT ?',
+                    [match, floor, *params, k],
+                ).fetchall()
             memento_ids = [item_id for item_id, _ in rows if item_id.startswith('mem_')]
             targets = {
                 memento_id: tuple(json.loads(summarizes_json))
@@ -981,6 +1189,7 @@ class SqliteStore:
         limit: int = 200,
         max_entities: int = 64,
         count_limit: int = 10_000,
+        count_total: bool = True,
     ) -> EntityLookup:
         """`RecallStore.entity_postings` on SQLite."""
         from ..recall._values import EntityLookup, EntityPostings, Posting
@@ -988,44 +1197,65 @@ class SqliteStore:
         found: dict[str, tuple[str, str]] = {}
         self._index_mentions()
         with self._read() as conn:
-            for key in dict.fromkeys(keys):
-                low = entity_id_for(namespace, key)
-                if prefix:
+            unique = list(dict.fromkeys(keys))
+            if prefix:
+                for key in unique:
+                    low = entity_id_for(namespace, key)
                     rows = conn.execute(
                         'SELECT key, name, kind FROM entities WHERE id >= ? AND id < ? ORDER BY id LIMIT ?',
                         (low, low + '\U0010ffff', max_entities),
                     ).fetchall()
-                else:
-                    rows = conn.execute('SELECT key, name, kind FROM entities WHERE id = ?', (low,)).fetchall()
-                for row in rows:
+                    for row in rows:
+                        found[row[0]] = (row[1], row[2])
+            for start in range(0, 0 if prefix else len(unique), 500):  # exact keys: one lookup per 500
+                chunk = [entity_id_for(namespace, key) for key in unique[start : start + 500]]
+                for row in conn.execute(
+                    f'SELECT key, name, kind FROM entities WHERE id IN ({", ".join("?" * len(chunk))})', chunk
+                ):
                     found[row[0]] = (row[1], row[2])
-            total = conn.execute(
-                "SELECT count(*) FROM blocks WHERE namespace = ? AND kind = 'block'", (namespace,)
-            ).fetchone()[0]
+            # the N of IDF, asked on every read: counting 100k index entries each time cost more than the postings,
+            # so it is cached until the database changes (this connection's writes or another's commit)
+            version = (namespace, conn.total_changes, conn.execute('PRAGMA data_version').fetchone()[0])
+            cached: tuple[tuple[str, int, int], int] | None = getattr(self, '_total_blocks_cache', None)
+            if not count_total:
+                total = 0
+            elif cached is not None and cached[0] == version:
+                total = cached[1]
+            else:
+                total = conn.execute(
+                    "SELECT count(*) FROM blocks WHERE namespace = ? AND kind = 'block'", (namespace,)
+                ).fetchone()[0]
+                self._total_blocks_cache = (version, total)
             entities: list[EntityPostings] = []
             for key in sorted(found):
                 entity_id = entity_id_for(namespace, key)
-                blocks = conn.execute(
-                    'SELECT count(*) FROM (SELECT 1 FROM mentions WHERE entity_id = ? '
-                    "AND source_id >= 'blk_' AND source_id < 'blk`' LIMIT ?)",
-                    (entity_id, count_limit),
-                ).fetchone()[0]
                 postings: list[Posting] = []
-                if limit > 0 and blocks:
-                    if session_id is None:
-                        rows = conn.execute(
-                            'SELECT m.source_id, m.count FROM mentions m WHERE m.entity_id = ? '
-                            "AND m.source_id >= 'blk_' AND m.source_id < 'blk`' "
-                            'ORDER BY m.count DESC, m.source_id LIMIT ?',
-                            (entity_id, limit),
-                        ).fetchall()
-                    else:
-                        rows = conn.execute(
-                            'SELECT m.source_id, m.count FROM mentions m JOIN blocks b ON b.id = m.source_id '
-                            "WHERE m.entity_id = ? AND b.namespace = ? AND b.session_id = ? AND b.kind = 'block' "
-                            'ORDER BY m.count DESC, m.source_id LIMIT ?',
-                            (entity_id, namespace, session_id, limit),
-                        ).fetchall()
+                blocks = None
+                if limit > 0 and session_id is None:
+                    rows = conn.execute(
+                        'SELECT m.source_id, m.count FROM mentions m WHERE m.entity_id = ? '
+                        "AND m.source_id >= 'blk_' AND m.source_id < 'blk`' "
+                        'ORDER BY m.count DESC, m.source_id LIMIT ?',
+                        (entity_id, limit),
+                    ).fetchall()
+                    postings = [Posting(block_id=row[0], count=int(row[1])) for row in rows]
+                    if len(rows) < limit:  # every block of the namespace that mentions it: no need to count
+                        blocks = len(rows) if count_limit < 0 else min(len(rows), count_limit)
+                if blocks is None:
+                    blocks = conn.execute(
+                        'SELECT count(*) FROM (SELECT 1 FROM mentions WHERE entity_id = ? '
+                        "AND source_id >= 'blk_' AND source_id < 'blk`' LIMIT ?)",
+                        (entity_id, count_limit),
+                    ).fetchone()[0]
+                if not blocks:
+                    postings = []
+                elif limit > 0 and session_id is not None:
+                    rows = conn.execute(
+                        'SELECT m.source_id, m.count FROM mentions m JOIN blocks b ON b.id = m.source_id '
+                        "WHERE m.entity_id = ? AND b.namespace = ? AND b.session_id = ? AND b.kind = 'block' "
+                        'ORDER BY m.count DESC, m.source_id LIMIT ?',
+                        (entity_id, namespace, session_id, limit),
+                    ).fetchall()
                     postings = [Posting(block_id=row[0], count=int(row[1])) for row in rows]
                 name, kind = found[key]
                 entities.append(
@@ -1036,35 +1266,38 @@ class SqliteStore:
         return EntityLookup(total_blocks=int(total), entities=tuple(entities))
 
     def block_info(
-        self, block_ids: Sequence[str], *, namespace: str = DEFAULT_NAMESPACE, session_id: str | None = None
+        self,
+        block_ids: Sequence[str],
+        *,
+        namespace: str = DEFAULT_NAMESPACE,
+        session_id: str | None = None,
+        mementos: bool = False,
+        entities: bool = False,
     ) -> list[BlockInfo]:
         """`RecallStore.block_info` on SQLite."""
+        from dataclasses import replace
+
+        from .._schema import memento_id_for
         from ..recall._values import BlockInfo
 
-        where, params = _scope_sql(namespace, session_id)
-        infos: list[BlockInfo] = []
+        where, params = _scope_sql(namespace, session_id, '+b.')  # unary +: found by id, never by scope
+        ids = list(dict.fromkeys(block_ids))
+        found: dict[str, BlockInfo] = {}
+        linked: dict[str, str | None] = {}
         with self._read() as conn:
-            for block_id in dict.fromkeys(block_ids):
-                row = conn.execute(
-                    'SELECT id, namespace, session_id, seq, first_message, last_message, tokens, started_at '
-                    f"FROM blocks WHERE id = ? AND kind = 'block' AND {where}",
-                    [block_id, *params],
-                ).fetchone()
-                if row is None:
-                    continue
-                scope = (row['namespace'], row['session_id'], row['seq'])
-                previous = conn.execute(
-                    "SELECT id FROM blocks WHERE namespace = ? AND session_id = ? AND kind = 'block' AND seq < ? "
-                    'ORDER BY seq DESC LIMIT 1',
-                    scope,
-                ).fetchone()
-                following = conn.execute(
-                    "SELECT id FROM blocks WHERE namespace = ? AND session_id = ? AND kind = 'block' AND seq > ? "
-                    'ORDER BY seq LIMIT 1',
-                    scope,
-                ).fetchone()
-                infos.append(
-                    BlockInfo(
+            for start in range(0, len(ids), 500):  # one statement per 500 ids, neighbours read off blocks_scope
+                chunk = ids[start : start + 500]
+                rows = conn.execute(
+                    'SELECT b.id, b.session_id, b.seq, b.first_message, b.last_message, b.tokens, b.started_at, '
+                    'b.memento_id, (SELECT p.id FROM blocks p WHERE p.namespace = b.namespace AND p.session_id = b.session_id '
+                    "AND p.kind = 'block' AND p.seq < b.seq ORDER BY p.seq DESC LIMIT 1) AS previous_id, "
+                    '(SELECT n.id FROM blocks n WHERE n.namespace = b.namespace AND n.session_id = b.session_id '
+                    "AND n.kind = 'block' AND n.seq > b.seq ORDER BY n.seq LIMIT 1) AS next_id "
+                    f"FROM blocks b WHERE b.id IN ({', '.join('?' * len(chunk))}) AND +b.kind = 'block' AND {where}",
+                    [*chunk, *params],
+                ).fetchall()
+                for row in rows:
+                    found[row['id']] = BlockInfo(
                         id=row['id'],
                         session_id=row['session_id'],
                         seq=row['seq'],
@@ -1072,11 +1305,30 @@ class SqliteStore:
                         last_message=row['last_message'],
                         tokens=row['tokens'],
                         started_at=row['started_at'],
-                        previous_id=None if previous is None else previous[0],
-                        next_id=None if following is None else following[0],
+                        previous_id=row['previous_id'],
+                        next_id=row['next_id'],
                     )
+                    linked[row['id']] = row['memento_id']
+        if mementos and found:
+            # as `recall` always read it: the memento made of the block alone, else the one linked to it
+            own = {block_id: memento_id_for(namespace, info.session_id, [block_id]) for block_id, info in found.items()}
+            wanted = sorted({*own.values(), *(m for m in linked.values() if m is not None)})
+            scope, scope_params = _scope_sql(namespace, session_id, '+')  # by id, not by the scope index
+            records = {
+                record.id: record
+                for start in range(0, len(wanted), 500)
+                for record in self._mementos(
+                    f'id IN ({", ".join("?" * len(wanted[start : start + 500]))}) AND {scope}',
+                    [*wanted[start : start + 500], *scope_params],
                 )
-        return infos
+            }
+            for block_id, info in found.items():
+                record = records.get(own[block_id]) or records.get(linked[block_id] or '')
+                found[block_id] = replace(info, memento=record)
+        if entities:  # local reads: one statement per block costs nothing here (a round trip each on Neo4j)
+            for block_id, info in found.items():
+                found[block_id] = replace(info, entities=tuple(self.entities_of(block_id, namespace=namespace)))
+        return [found[block_id] for block_id in ids if block_id in found]
 
     # -- integrity reads (issue 8: `mementograph verify`) ----------------------------------------------------------
 

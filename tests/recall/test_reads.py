@@ -1,0 +1,27 @@
+"""`block_info` with `mementos`/`entities`: the batched reads `recall` uses answer what the one-by-one reads do."""
+
+from __future__ import annotations
+
+from mementograph.knowledge_graph.recall import RecallStore
+from mementograph.knowledge_graph.store import GraphStore
+
+
+def test_block_info_carries_the_mementos_and_entities_of_its_blocks(filled: tuple[GraphStore, str]) -> None:
+    store, namespace = filled
+    recall_store: RecallStore = store  # type: ignore[assignment]
+    block_ids = [block.id for block in store.list_blocks(namespace=namespace)]
+    assert len(block_ids) > 2
+    plain = recall_store.block_info(block_ids, namespace=namespace)
+    assert all(info.memento is None and info.entities == () for info in plain)
+    infos = recall_store.block_info([*reversed(block_ids), block_ids[0], 'blk_missing'], namespace=namespace,
+                                    mementos=True, entities=True)  # fmt: skip
+    assert [info.id for info in infos] == list(reversed(block_ids))  # input order, duplicates once, missing out
+    for info in infos:
+        memento = store.memento_of(info.id, namespace=namespace)
+        assert memento is not None and info.memento == memento
+        assert info.memento.summarizes == (info.id,)
+        assert list(info.entities) == store.entities_of(info.id, namespace=namespace)
+        assert info.entities  # every block of the dialogue names someone or something
+    assert [(i.id, i.previous_id, i.next_id) for i in infos] == [
+        (i.id, i.previous_id, i.next_id) for i in reversed(plain)
+    ]
