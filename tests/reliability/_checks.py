@@ -57,8 +57,9 @@ def session_problems(
         originals: every message the agent produced, in order, as exact bytes (position i is log position i).
         live: the context the session ended with (`result.all_messages()` of its last run); `None` right after a
             crash, when no context survived: then only the store is checked against `originals`.
-        restamped: positions whose request pydantic-ai re-created with a new `timestamp` when a run resumed from
-            it after a crash (`Recorder.restamped`): the log holds the earlier bytes, the session the new ones.
+        restamped: positions whose request pydantic-ai re-stamped when a run resumed from it after a crash
+            (`Recorder.restamped`): a new `timestamp`, and the `instructions` in force now (the page index may have
+            changed since); the log holds the earlier bytes, the session the new ones.
     """
     problems: list[str] = []
     log, log_problems = log_payloads(store, session_id, namespace=namespace)
@@ -68,8 +69,8 @@ def session_problems(
     restamped = dict(restamped or {})
     for index, (logged, original) in enumerate(zip(log, originals, strict=False)):
         if index in restamped:
-            if logged != restamped[index] or not same_but_timestamp(logged, original):
-                problems.append(f'log position {index} differs from the resumed request beyond its timestamp')
+            if logged != restamped[index] or not same_but_stamps(logged, original):
+                problems.append(f'log position {index} differs from the resumed request beyond its stamps')
         elif logged != original:
             problems.append(f'log position {index} differs from the message the agent produced there')
 
@@ -159,11 +160,13 @@ def session_problems(
     return problems
 
 
-def same_but_timestamp(left: bytes, right: bytes) -> bool:
-    """Two one-message serializations that differ at most in the message's `timestamp`."""
+def same_but_stamps(left: bytes, right: bytes) -> bool:
+    """Two one-message serializations that differ at most in what pydantic-ai stamps on a request it sends again:
+    its `timestamp` and its `instructions`. The parts, what the conversation said, must be identical."""
     a, b = json.loads(left), json.loads(right)
     for message in (*a, *b):
         message.pop('timestamp', None)
+        message.pop('instructions', None)
     return bool(a == b)
 
 

@@ -147,7 +147,8 @@ class Recorder(AbstractCapability[Any]):
 
     def resume_from(self, position: int) -> None:
         """The next run resumes (no new prompt) from the request at `position`: pydantic-ai sends a re-created copy
-        of it, the same parts with a new `timestamp`, which takes its place in the history."""
+        of it, the same parts with a new `timestamp` (and the instructions in force now), which takes its place in the
+        history."""
         self._resume_at = position
 
     def get_ordering(self) -> CapabilityOrdering | None:
