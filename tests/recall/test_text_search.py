@@ -86,6 +86,19 @@ def test_scope_is_exact_when_other_namespaces_rank_higher(backend: tuple[GraphSt
     assert session_hits == []
 
 
+def test_an_older_scope_still_finds_its_common_words(
+    backend: tuple[GraphStore, str], monkeypatch: pytest.MonkeyPatch
+) -> None:
+    store, namespace = backend
+    monkeypatch.setattr(_values, 'TEXT_MAX_DF', 3)
+    monkeypatch.setattr(_values, 'TEXT_MIN_DOCS', 4)
+    mine = write(store, namespace, 's1', ['an old kettle note'])
+    # newer documents of another namespace fill the latest matches of the only (and common) word
+    write(store, f'{namespace}-other', 's1', [f'kettle number {i}' for i in range(6)])
+    hits = store.search_text('kettle', k=5, namespace=namespace)
+    assert [hit.id for hit in hits] == mine
+
+
 def test_small_stores_search_every_word(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
     monkeypatch.setattr(_values, 'TEXT_MAX_DF', 3)  # common by count, but the store is small: nothing is left out
     store = open_store(f'sqlite://{tmp_path / "small.db"}')

@@ -1054,11 +1054,13 @@ class SqliteStore:
             if in_scope:
                 rows = [(items[rowid][0], rank) for rowid, rank in ranked]
             else:
+                # no `floor` in scope: the latest documents of the whole file may all belong to other scopes, and
+                # this scope's matches must not be lost to them (slower, and only when other scopes crowd in)
                 where, params = _scope_sql(namespace, session_id)
                 rows = conn.execute(
-                    f'SELECT item_id, bm25(text_fts) AS rank FROM text_fts WHERE text_fts MATCH ? AND rowid >= ? '
+                    f'SELECT item_id, bm25(text_fts) AS rank FROM text_fts WHERE text_fts MATCH ? '
                     f'AND {where} ORDER BY rank, rowid LIMIT ?',
-                    [match, floor, *params, k],
+                    [match, *params, k],
                 ).fetchall()
             memento_ids = [item_id for item_id, _ in rows if item_id.startswith('mem_')]
             targets = {
