@@ -7,8 +7,7 @@ from pathlib import Path
 from mementograph import open_store
 from mementograph._tokens import TokenCounter
 from mementograph.capabilities import MementoCompaction
-from mementograph.capabilities.memento import fit_index
-from mementograph.knowledge_graph.recall import page_index_text
+from mementograph.knowledge_graph.recall import fit_index, page_index_text
 
 from ..scripted import ScriptedModel, scripted_agent
 

@@ -10,7 +10,7 @@ import pytest
 
 from mementograph.eval import Dialogue, DialogueIngestor, IngestedDialogue, Segment, Turn
 from mementograph.knowledge_graph.store import GraphStore, open_store
-from tests.conftest import neo4j_uri_with_auth
+from tests.conftest import open_neo4j
 
 DAY1 = datetime(2023, 5, 8, 13, 0, tzinfo=UTC)
 DAY2 = datetime(2023, 6, 20, 9, 0, tzinfo=UTC)
@@ -71,7 +71,7 @@ def filled(
     namespace = 'default'
     if kind == 'neo4j':
         server = request.getfixturevalue('neo4j_server')
-        store = open_store(neo4j_uri_with_auth(server))
+        store = open_neo4j(server)
         namespace = unique_namespace
     else:
         store = open_store('memory://' if kind == 'memory' else f'sqlite://{tmp_path / "memory.db"}')

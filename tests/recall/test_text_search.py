@@ -11,14 +11,14 @@ from pydantic_ai.messages import ModelRequest, UserPromptPart
 from mementograph.knowledge_graph import BlockRecord, Eviction
 from mementograph.knowledge_graph.recall import _values
 from mementograph.knowledge_graph.store import GraphStore, open_store
-from tests.conftest import neo4j_uri_with_auth
+from tests.conftest import open_neo4j
 
 
 @pytest.fixture(params=['sqlite', 'neo4j'])
 def backend(request: pytest.FixtureRequest, tmp_path: Path, unique_namespace: str) -> Iterator[tuple[GraphStore, str]]:
     """(store, namespace): a fresh SQLite file, or a namespace of its own on the real Neo4j server."""
     if request.param == 'neo4j':
-        store = open_store(neo4j_uri_with_auth(request.getfixturevalue('neo4j_server')))
+        store = open_neo4j(request.getfixturevalue('neo4j_server'))
     else:
         store = open_store(f'sqlite://{tmp_path / "text.db"}')
     try:

@@ -9,7 +9,7 @@ from pathlib import Path
 import pytest
 
 from mementograph.knowledge_graph.store import GraphStore, SqliteStore, open_store
-from tests.conftest import neo4j_uri_with_auth
+from tests.conftest import open_neo4j
 
 
 @dataclass
@@ -60,7 +60,7 @@ def backend(request: pytest.FixtureRequest, tmp_path: Path, unique_namespace: st
     kind = request.param
     if kind == 'neo4j':
         server = request.getfixturevalue('neo4j_server')
-        store = open_store(neo4j_uri_with_auth(server))
+        store = open_neo4j(server)
         tamper = _neo4j_tamper(store)
     else:
         store = open_store('memory://' if kind == 'memory' else f'sqlite://{tmp_path / "memory.db"}')

@@ -267,9 +267,13 @@ class MementoCompaction(AbstractCapability[AgentDepsT]):
         state = self._state
         try:
             compactor = self.compactor(ctx)
-            text = page_index_text(compactor.store, session_id=compactor.session_id, namespace=compactor.namespace)
-            cap = min(_INDEX_MAX_TOKENS, int(self.high_water(ctx) * _INDEX_SHARE))
-            text = fit_index(text, cap, compactor.counter)
+            text = page_index_text(
+                compactor.store,
+                session_id=compactor.session_id,
+                namespace=compactor.namespace,
+                max_tokens=min(_INDEX_MAX_TOKENS, int(self.high_water(ctx) * _INDEX_SHARE)),
+                counter=compactor.counter,
+            )
             tokens = compactor.counter.count_text(text) if text else 0
         except Exception as exc:  # the index is a convenience: never a reason to fail the request
             logger.warning('mementograph: could not read the page index: %s: %s', type(exc).__name__, exc)
@@ -526,46 +530,6 @@ class MementoCompaction(AbstractCapability[AgentDepsT]):
 _INDEX_NAME = 'memory_index'
 _INDEX_SHARE = 0.05
 _INDEX_MAX_TOKENS = 1_500
-
-
-def fit_index(text: str, max_tokens: int, counter: TokenCounter) -> str:
-    """The index cut to `max_tokens`: its header, the newest page lines whole, older ones without their summary
-    (number, turns and topics), and a note on how many lines did not fit."""
-    if not text or counter.count_text(text) <= max_tokens:
-        return text
-    header, *lines = text.split('\n')
-    used = counter.count_text(header) + 24  # room for the note on what was left out
-    whole: list[str] = []
-    short: list[str] = []
-    for line in reversed(lines):
-        for form, into in ((line, whole), (_short_line(line), short)):
-            if into is whole and short:
-                continue  # once a line had to be shortened, older ones are not shown whole
-            cost = counter.count_text(form) + 1
-            if used + cost <= max_tokens:
-                used += cost
-                into.append(form)
-                break
-        else:
-            break
-    left_out = len(lines) - len(whole) - len(short)
-    note = (
-        [
-            f'({left_out} older index line{"s" if left_out != 1 else ""} left out; retrieve_page(number) reaches every page)'
-        ]
-        if left_out
-        else []
-    )
-    return '\n'.join([header, *note, *reversed(short), *reversed(whole)])
-
-
-def _short_line(line: str) -> str:
-    """`page 3 pg_x (turns 1-9, 8 blocks): summary | topics: a, b` -> `page 3 pg_x (turns 1-9): topics: a, b`."""
-    head, _, topics = line.rpartition(' | topics: ')
-    if not head:
-        return line
-    title = head.split('): ', 1)[0].split(', ', 1)[0]
-    return f'{title}): topics: {topics}' if title.endswith(tuple('0123456789')) else f'{title}: topics: {topics}'
 
 
 def _index_part(text: str) -> InstructionPart | None:

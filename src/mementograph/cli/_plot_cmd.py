@@ -49,8 +49,8 @@ def register(commands: argparse._SubParsersAction[argparse.ArgumentParser]) -> N
         'plot',
         help='save the sawtooth (context tokens per request) of a stored session as PNG',
         description='Rebuild context tokens per model request of a stored session from its event log (with memento '
-        'compaction, and what it would have been without) and save the plot as PNG. Exact where the log records '
-        'the context size (each eviction); within a few tokens per memento stub after merges of mementos.',
+        'compaction, and what it would have been without) and save the plot as PNG. Exact: every compaction '
+        'step logs the context size after it (logs of older versions: within a few tokens per stub after merges).',
     )
     add_store_options(plot)
     plot.add_argument('--session', help='the session id (default: the latest session of the namespace)')

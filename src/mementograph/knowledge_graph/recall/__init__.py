@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from ._pages import PagePolicy, page_index_text, pages_for_eviction, retrieve_page
+from ._pages import PagePolicy, fit_index, page_index_text, pages_for_eviction, retrieve_page
 from ._query import QueryKey, QueryPlan, TimeRange, parse_time, plan_query, time_range_in
 from ._recall import METHODS, Method, RecallConfig, RecallHit, RecallStore, ScoredBlock, rank_blocks, recall
 from ._render import render_recall
@@ -23,6 +23,7 @@ __all__ = (
     'RecallStore',
     'ScoredBlock',
     'TimeRange',
+    'fit_index',
     'page_index_text',
     'pages_for_eviction',
     'parse_time',

@@ -244,6 +244,8 @@ def page_index_text(
     session_id: str,
     namespace: str = DEFAULT_NAMESPACE,
     policy: PagePolicy | None = None,
+    max_tokens: int | None = None,
+    counter: TokenCounter | None = None,
 ) -> str:
     """The compact index of a session's closed pages ('' when none is closed yet); changes only when a page closes.
 
@@ -252,6 +254,8 @@ def page_index_text(
         MEMORY INDEX: 20 archived pages. retrieve_page(page) returns a page's blocks; recall(query) searches.
         pages 1-8 (turns 0-211): topics a, b, c
         page 9 pg_... (turns 212-240, 8 blocks): summary | topics: x, y
+
+    With `max_tokens`, cut to fit as `fit_index` does (counted with `counter`, o200k by default).
     """
     policy = policy or PagePolicy()
     closed = [page for page in store.list_pages(namespace=namespace, session_id=session_id) if page.summary]
@@ -280,7 +284,43 @@ def page_index_text(
             f'page {page.number} {page.id} (turns {page.first_turn}-{page.last_turn}, {len(page.block_ids)} blocks): '
             f'{page.summary} | topics: {", ".join(page.topics) or "-"}'
         )
-    return '\n'.join(lines)
+    text = '\n'.join(lines)
+    return text if max_tokens is None else fit_index(text, max_tokens, counter or TokenCounter())
+
+
+_PAGE_LINE: Final = re.compile(r'^(page \d+ \S+ \(turns \d+-\d+), \d+ blocks?\): .* \| topics: (.*)$')
+"""A page's line in `page_index_text`; its short form keeps number, id, turns and topics."""
+
+
+def _short_line(line: str) -> str:
+    """`page 3 pg_x (turns 1-9, 8 blocks): summary | topics: a, b` -> `page 3 pg_x (turns 1-9): topics: a, b`; other
+    lines (the folded groups) are short already."""
+    match = _PAGE_LINE.match(line)
+    return f'{match.group(1)}): topics: {match.group(2)}' if match else line
+
+
+def fit_index(text: str, max_tokens: int, counter: TokenCounter) -> str:
+    """The index cut to `max_tokens`: its header, the newest page lines whole, older ones without their summary
+    (number, turns and topics), and a note on how many lines did not fit."""
+    if not text or counter.count_text(text) <= max_tokens:
+        return text
+    header, *lines = text.split('\n')
+    used = counter.count_text(header) + 24  # room for the note on what was left out
+    kept: list[str] = []
+    shortening = False  # once a line had to be shortened, older ones are not shown whole
+    for line in reversed(lines):
+        for form in (_short_line(line),) if shortening else (line, _short_line(line)):
+            cost = counter.count_text(form) + 1
+            if used + cost <= max_tokens:
+                break
+        else:
+            break
+        used += cost
+        shortening = shortening or form is not line
+        kept.append(form)
+    left_out = len(lines) - len(kept)
+    note = f'({left_out} older index line{"s" if left_out != 1 else ""} left out; retrieve_page(number) reaches every page)'
+    return '\n'.join([header, *([note] if left_out else []), *reversed(kept)])
 
 
 def _find_page(pages: Sequence[PageRecord], page: str | int) -> PageRecord | None:
