@@ -45,6 +45,7 @@ from ..knowledge_graph.recall import pages_for_eviction
 from ..knowledge_graph.store import GraphStore, NotFoundError
 from ._layout import MICRO_METADATA, Slot, StubInfo, layout, make_stub, micro_part_id, stub_info, stub_shape
 from ._logwriter import SessionLogWriter
+from ._threads import in_thread
 
 __all__ = ('CompactionPolicy', 'CompactionReport', 'MentionExtractor', 'SessionCompactor', 'Trigger')
 
@@ -276,12 +277,12 @@ class SessionCompactor:
         """
         low_water = 0 if exhaustive else self.policy.low_water_tokens
         self.sync_log(messages)
-        self.flush_log()  # the log holds every message before the compaction that follows them
+        await in_thread(self.flush_log)  # the log holds every message before the compaction that follows them
         before = self.counter.count_messages(messages)
         report = CompactionReport(trigger=trigger, tokens_before=before, tokens_after=before)
         current = messages
 
-        current, report = self._micro(current, report)
+        current, report = await self._micro(current, report)
         tokens = self.counter.count_messages(current)
         if tokens > low_water:
             current, report = await self._evict(current, tokens, report, low_water)
@@ -299,7 +300,7 @@ class SessionCompactor:
             report = replace(report, skipped='nothing old enough to compact')
         return (current if report.changed else messages), report
 
-    def _micro(
+    async def _micro(
         self, messages: list[ModelMessage], report: CompactionReport
     ) -> tuple[list[ModelMessage], CompactionReport]:
         slots, _ = layout(messages)
@@ -331,8 +332,9 @@ class SessionCompactor:
             sha256='',
             block_ids=tuple(r.id for r in records),
         )
-        self.store.write_eviction(
-            Eviction(session_id=self.session_id, namespace=self.namespace, blocks=tuple(records), events=(event,))
+        await in_thread(
+            self.store.write_eviction,
+            Eviction(session_id=self.session_id, namespace=self.namespace, blocks=tuple(records), events=(event,)),
         )
         return rewritten, replace(report, micro_part_ids=tuple(r.id for r in records))
 
@@ -449,7 +451,7 @@ class SessionCompactor:
 
         inputs = []
         for segment, _ in chosen:
-            block_messages = tuple(self._originals(messages[segment.start : segment.end]))
+            block_messages = tuple(await in_thread(self._originals, messages[segment.start : segment.end]))
             text = render_block(block_messages)
             inputs.append(BlockInput(messages=block_messages, text=text, tokens=self.counter.count_text(text)))
         results: list[MementoResult] = list(await asyncio.gather(*(self.engine.make_memento(b) for b in inputs)))
@@ -532,7 +534,8 @@ class SessionCompactor:
             sha256='',
             block_ids=compaction.block_ids,
         )
-        self.store.write_eviction(
+        await in_thread(
+            self.store.write_eviction,
             Eviction(
                 session_id=self.session_id,
                 namespace=self.namespace,
@@ -541,7 +544,7 @@ class SessionCompactor:
                 mentions=tuple(mentions),
                 pages=pages,
                 events=(event,),
-            )
+            ),
         )
         rewritten = _splice(messages, stubs)
         return rewritten, replace(
@@ -591,7 +594,9 @@ class SessionCompactor:
         infos = [group[0].stub for group in run_groups if group[0].stub is not None]
         try:
             children = [
-                self.store.get_memento(info.memento_id, namespace=self.namespace, session_id=self.session_id)
+                await in_thread(
+                    self.store.get_memento, info.memento_id, namespace=self.namespace, session_id=self.session_id
+                )
                 for info in infos
             ]
         except NotFoundError:
@@ -642,14 +647,15 @@ class SessionCompactor:
             block_ids=(memento.id,),
         )
         mentions = tuple(self.mentions(memento.id, memento.text)) if self.mentions is not None else ()
-        self.store.write_eviction(
+        await in_thread(
+            self.store.write_eviction,
             Eviction(
                 session_id=self.session_id,
                 namespace=self.namespace,
                 mementos=(memento,),
                 mentions=mentions,
                 events=(event,),
-            )
+            ),
         )
         return rewritten, replace(
             report,

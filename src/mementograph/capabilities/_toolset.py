@@ -12,6 +12,7 @@ from ..knowledge_graph.memory import render_block
 from ..knowledge_graph.recall import recall, render_recall, retrieve_page
 from ..knowledge_graph.store import BlockIntegrityError, NotFoundError, recover_chain
 from ._events import MementoRecoveredEvent
+from ._threads import in_thread
 
 if TYPE_CHECKING:
     from .memento import MementoCompaction
@@ -67,7 +68,9 @@ class MementoToolset(FunctionToolset[AgentDepsT]):
         capability = self._run_capability(ctx)
         session = capability.resolve_session_id(ctx)
         try:
-            blocks = recover_chain(capability.graph_store, block_id, namespace=capability.namespace, session_id=session)
+            blocks = await in_thread(
+                recover_chain, capability.graph_store, block_id, namespace=capability.namespace, session_id=session
+            )
         except NotFoundError:
             return f'No archived block {block_id!r} in this session. Use the id a memento names.'
         except BlockIntegrityError as exc:
@@ -105,7 +108,8 @@ class MementoToolset(FunctionToolset[AgentDepsT]):
             k: How many blocks to return (at most 20).
         """
         capability = self._run_capability(ctx)
-        hits = recall(
+        hits = await in_thread(
+            recall,
             capability.graph_store,
             query,
             max(1, min(k, 20)),
@@ -122,7 +126,8 @@ class MementoToolset(FunctionToolset[AgentDepsT]):
             page: Part of the page's output when it is long (1-based).
         """
         capability = self._run_capability(ctx)
-        return retrieve_page(
+        return await in_thread(
+            retrieve_page,
             capability.graph_store,
             page_id,
             session_id=capability.resolve_session_id(ctx),

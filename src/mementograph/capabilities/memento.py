@@ -44,6 +44,7 @@ from ..knowledge_graph.recall import page_index_text
 from ..knowledge_graph.store import GraphStore, open_store
 from ._compactor import CompactionPolicy, CompactionReport, MentionExtractor, SessionCompactor, Trigger
 from ._events import MementoEvictedEvent, MementoSkippedEvent
+from ._threads import in_thread
 from ._toolset import MementoToolset
 
 if TYPE_CHECKING:
@@ -452,7 +453,7 @@ class MementoCompaction(AbstractCapability[AgentDepsT]):
         except BaseException:
             self._end_run(None)
             raise
-        self._end_run(result.all_messages(), ctx)
+        await in_thread(self._end_run, result.all_messages(), ctx)  # waits for the log and may delete: off the loop
         return result
 
     def _end_run(self, messages: list[ModelMessage] | None, ctx: RunContext[AgentDepsT] | None = None) -> None:
