@@ -2,10 +2,21 @@
 
 from __future__ import annotations
 
+from dataclasses import replace
+
+import pytest
+
 from mementograph._tokens import TokenCounter
 from mementograph.eval import IngestedDialogue
-from mementograph.knowledge_graph import Eviction
-from mementograph.knowledge_graph.recall import PagePolicy, page_index_text, pages_for_eviction, retrieve_page
+from mementograph.knowledge_graph import DEFAULT_NAMESPACE, Eviction, page_id_for
+from mementograph.knowledge_graph.recall import (
+    AmbiguousPageError,
+    PagePolicy,
+    find_page,
+    page_index_text,
+    pages_for_eviction,
+    retrieve_page,
+)
 from mementograph.knowledge_graph.store import GraphStore, open_store
 
 POLICY = PagePolicy(blocks_per_page=2, group_size=2, meta_after=3, topics=3)
@@ -85,6 +96,21 @@ def test_retrieve_page_returns_verified_blocks_in_parts(ingested: IngestedDialog
     last = retrieve_page(store, '1', session_id='conv-1', part=total, max_tokens=40, counter=counter)
     assert f'part {total} of {total}]' in last
     assert retrieve_page(store, 'pg_missing', session_id='conv-1').startswith("No page 'pg_missing'")
+
+
+def test_a_page_number_several_sessions_hold_needs_a_session_or_the_page_id(ingested: IngestedDialogue) -> None:
+    store = open_store('memory://')
+    evict_one_by_one(store, ingested, POLICY)
+    page = store.list_pages(session_id='conv-1')[0]
+    other = replace(page, id=page_id_for(DEFAULT_NAMESPACE, 'conv-2', 1), session_id='conv-2')
+    store.write_eviction(Eviction(session_id='conv-2', pages=(other,)))
+    pages = store.list_pages(session_id=None)
+    with pytest.raises(AmbiguousPageError, match='sessions conv-1, conv-2'):
+        find_page(pages, 'page 1')
+    assert find_page(pages, other.id) == other and find_page(pages, 'pg_missing') is None
+    assert retrieve_page(store, 1, session_id=None).startswith("Page number '1' exists in sessions conv-1, conv-2")
+    assert retrieve_page(store, 1, session_id='conv-1').startswith(f'[page 1 {page.id}')
+    assert retrieve_page(store, other.id, session_id=None).startswith(f'[page 1 {other.id}')
 
 
 def test_ingest_writes_pages_with_the_default_policy(ingested: IngestedDialogue) -> None:

@@ -21,7 +21,7 @@ from mcp.types import CallToolResult, TextContent, ToolAnnotations
 from pydantic import Field
 
 from ..knowledge_graph import DEFAULT_NAMESPACE, PageRecord
-from ..knowledge_graph.recall import recall, render_recall, retrieve_page
+from ..knowledge_graph.recall import AmbiguousPageError, find_page, recall, render_recall, retrieve_page
 from ..knowledge_graph.store import (
     NEO4J_SCHEMES,
     BlockIntegrityError,
@@ -264,21 +264,14 @@ class MemoryTools:
         wanted = page_id.strip()
         with self._store_errors():
             pages = self.store.list_pages(namespace=self.scope.namespace, session_id=session)
-            found = [page for page in pages if page.id == wanted]
-            if not found:
-                number = wanted.removeprefix('page ').removeprefix('p').strip()
-                found = [page for page in pages if str(page.number) == number]
-            if not found:
+            try:
+                record = find_page(pages, wanted)
+            except AmbiguousPageError as exc:
+                raise ToolError(str(exc)) from None
+            if record is None:
                 raise ToolError(
                     f'No page {wanted!r} in {self._where(session)} ({len(pages)} pages); list_pages() names them.'
                 )
-            sessions = sorted({page.session_id for page in found})
-            if len(sessions) > 1:
-                raise ToolError(
-                    f'Page number {wanted!r} exists in sessions {", ".join(sessions)}: pass the page id (pg_...) '
-                    'or session_id.'
-                )
-            record = found[0]
             return retrieve_page(
                 self.store, record.id, session_id=record.session_id, namespace=self.scope.namespace, part=part
             )

@@ -2,7 +2,15 @@
 
 from __future__ import annotations
 
-from ._pages import PagePolicy, fit_index, page_index_text, pages_for_eviction, retrieve_page
+from ._pages import (
+    AmbiguousPageError,
+    PagePolicy,
+    find_page,
+    fit_index,
+    page_index_text,
+    pages_for_eviction,
+    retrieve_page,
+)
 from ._query import QueryKey, QueryPlan, TimeRange, parse_time, plan_query, time_range_in
 from ._recall import METHODS, Method, RecallConfig, RecallHit, RecallStore, ScoredBlock, rank_blocks, recall
 from ._render import render_recall
@@ -10,6 +18,7 @@ from ._values import BlockInfo, EntityLookup, EntityPostings, Posting
 
 __all__ = (
     'METHODS',
+    'AmbiguousPageError',
     'BlockInfo',
     'EntityLookup',
     'EntityPostings',
@@ -23,6 +32,7 @@ __all__ = (
     'RecallStore',
     'ScoredBlock',
     'TimeRange',
+    'find_page',
     'fit_index',
     'page_index_text',
     'pages_for_eviction',

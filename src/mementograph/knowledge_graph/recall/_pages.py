@@ -323,12 +323,28 @@ def fit_index(text: str, max_tokens: int, counter: TokenCounter) -> str:
     return '\n'.join([header, *([note] if left_out else []), *reversed(kept)])
 
 
-def _find_page(pages: Sequence[PageRecord], page: str | int) -> PageRecord | None:
+class AmbiguousPageError(LookupError):
+    """A page number that several sessions have, asked for without a session: the page id tells them apart."""
+
+
+def find_page(pages: Sequence[PageRecord], page: str | int) -> PageRecord | None:
+    """The page `page` names among `pages`: by id (`pg_...`), else by number (`3`, `p3`, `page 3`).
+
+    Raises:
+        AmbiguousPageError: `page` is a number and `pages` (several sessions' pages) hold it more than once; a
+            silent pick could show the agent another conversation's page.
+    """
     text = str(page).strip()
-    for record in pages:
-        if record.id == text or str(record.number) == text.removeprefix('page ').removeprefix('p'):
-            return record
-    return None
+    found = [record for record in pages if record.id == text]
+    if not found:
+        number = text.removeprefix('page ').removeprefix('p').strip()
+        found = [record for record in pages if str(record.number) == number]
+    sessions = sorted({record.session_id for record in found})
+    if len(sessions) > 1:
+        raise AmbiguousPageError(
+            f'Page number {text!r} exists in sessions {", ".join(sessions)}: pass the page id (pg_...) or a session.'
+        )
+    return found[0] if found else None
 
 
 def retrieve_page(
@@ -357,7 +373,10 @@ def retrieve_page(
     """
     counter = counter or TokenCounter()
     pages = store.list_pages(namespace=namespace, session_id=session_id)
-    record = _find_page(pages, page)
+    try:
+        record = find_page(pages, page)
+    except AmbiguousPageError as exc:
+        return str(exc)
     if record is None:
         return f'No page {page!r} in this session ({len(pages)} pages).'
     chunks: list[str] = []
