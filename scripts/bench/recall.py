@@ -189,7 +189,10 @@ def main() -> None:
                     load(store, sources, size, namespace)
                     load_s = time.perf_counter() - t0
                     row = {'blocks': size, 'store': uri.split('://')[0], 'load_s': round(load_s, 1)}
+                    # the machine's load before and after: shared cores make every figure depend on it
+                    load_before = round(os.getloadavg()[0], 2)
                     row |= measure(store, texts, namespace)
+                    row['load_avg_1m_before'] = load_before
                     row['load_avg_1m'] = round(os.getloadavg()[0], 2)
                 finally:
                     if not uri.startswith(('sqlite://', 'memory://')):
@@ -207,15 +210,16 @@ def main() -> None:
             row['growth_p50_vs_smallest'] = round(row['recall_p50_ms'] / max(base['recall_p50_ms'], 1e-9), 2)
     header = (
         '| blocks | store | recall (fused) p50 / p95 ms | graph only p50 / p95 ms | search_text p50 / p95 ms | '
-        'fused p50 growth vs smallest | FTS index build s | load s |'
+        'fused p50 growth vs smallest | FTS index build s | load s | load avg before / after |'
     )
     print('\n' + header)
-    print('|' + '---|' * 8)
+    print('|' + '---|' * 9)
     for r in rows:
         print(
             f'| {r["blocks"]} | {r["store"]} | {r["recall_p50_ms"]} / {r["recall_p95_ms"]} | '
             f'{r["graph_p50_ms"]} / {r["graph_p95_ms"]} | {r["search_text_p50_ms"]} / {r["search_text_p95_ms"]} | '
-            f'{r["growth_p50_vs_smallest"]} | {r["index_s"]} | {r["load_s"]} |'
+            f'{r["growth_p50_vs_smallest"]} | {r["index_s"]} | {r["load_s"]} | '
+            f'{r["load_avg_1m_before"]} / {r["load_avg_1m"]} |'
         )
     out = REPO / 'bench-results'
     out.mkdir(exist_ok=True)

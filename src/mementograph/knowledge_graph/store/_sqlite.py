@@ -10,8 +10,10 @@ import json
 import sqlite3
 import threading
 import zlib
+from collections import Counter
 from collections.abc import Iterator, Mapping, Sequence
 from contextlib import contextmanager
+from functools import lru_cache
 from pathlib import Path
 from typing import TYPE_CHECKING, Any, Final
 
@@ -46,14 +48,23 @@ if TYPE_CHECKING:  # recall reads (section at the end of SqliteStore); a runtime
 
 __all__ = ('SqliteStore',)
 
-FORMAT: Final = 'mementograph-sqlite-3'
-"""Written to `meta`. Format 1 files (a `summarizes` link table, eager entity index) and format 2 files (a
-`page_blocks` table, every eviction's mentions in `mention_queue`) are migrated in place at open."""
+FORMAT: Final = 'mementograph-sqlite-4'
+"""Written to `meta`. Format 1 files (a `summarizes` link table, eager entity index), format 2 files (a
+`page_blocks` table, every eviction's mentions in `mention_queue`) and format 3 files (no `entities.blocks`
+count) are migrated in place at open."""
 DEFAULT_BUSY_TIMEOUT: Final = 5.0
 
 _MENTIONS_ENTITY_INDEX: Final = (
     'CREATE INDEX IF NOT EXISTS mentions_entity ON mentions (entity_id, count DESC, source_id)'
 )
+
+_RECOUNT: Final = (
+    'UPDATE entities SET blocks = (SELECT count(*) FROM mentions m WHERE m.entity_id = entities.id '
+    "AND m.source_id >= 'blk_' AND m.source_id < 'blk`')"
+)
+"""Every entity's `blocks` (its document frequency: the `mentions` rows from blocks, ids `blk_...`, not from
+mementos), counted afresh from the by-entity index: the migration from format 3. From then on the entity index's
+writers keep it: `_apply_mentions` adds what it indexes, `delete_session` takes off what it deletes."""
 
 _PAGE_BLOCKS_TRIGGERS: Final = """
 CREATE TRIGGER IF NOT EXISTS page_blocks_insert INSTEAD OF INSERT ON page_blocks BEGIN
@@ -133,7 +144,8 @@ CREATE TABLE IF NOT EXISTS mention_queue (
     rid INTEGER PRIMARY KEY, namespace TEXT NOT NULL, data BLOB NOT NULL, after_rid INTEGER NOT NULL DEFAULT 0
 );
 CREATE TABLE IF NOT EXISTS entities (
-    id TEXT PRIMARY KEY, namespace TEXT NOT NULL, key TEXT NOT NULL, name TEXT NOT NULL, kind TEXT NOT NULL
+    id TEXT PRIMARY KEY, namespace TEXT NOT NULL, key TEXT NOT NULL, name TEXT NOT NULL, kind TEXT NOT NULL,
+    blocks INTEGER NOT NULL DEFAULT 0
 ) WITHOUT ROWID;
 CREATE TABLE IF NOT EXISTS mentions (
     source_id TEXT NOT NULL, entity_id TEXT NOT NULL, count INTEGER NOT NULL, PRIMARY KEY (source_id, entity_id)
@@ -170,6 +182,7 @@ _MEMENTO_COLUMNS: Final = (
 )
 _FORMAT_1: Final = 'mementograph-sqlite-1'
 _FORMAT_2: Final = 'mementograph-sqlite-2'
+_FORMAT_3: Final = 'mementograph-sqlite-3'
 
 
 def _view(name: str) -> str:
@@ -183,7 +196,7 @@ def _columns(conn: sqlite3.Connection, table: str) -> set[str]:
 
 def _migrate_from_1(conn: sqlite3.Connection) -> None:
     """Rewrite a format-1 file as format 2, inside the caller's transaction (all of it or none of it); the caller
-    then takes it to format 3 (`_migrate_from_2`).
+    then takes it on to format 4 (`_migrate_from_2`, `_migrate_from_3`).
 
     Blocks and mementos are copied into the new column order with their `rid`s, so the full-text marks in `meta`
     stay valid; each target's `memento_id` / `parent_id` is the first memento (by `rid`) of its namespace that
@@ -232,7 +245,8 @@ def _migrate_from_1(conn: sqlite3.Connection) -> None:
 
 
 def _migrate_from_2(conn: sqlite3.Connection) -> None:
-    """Take a format-2 file to format 3, inside the caller's transaction: no row is copied but the pages'.
+    """Take a format-2 file to format 3, inside the caller's transaction: no row is copied but the pages'; the
+    caller then takes it to format 4 (`_migrate_from_3`).
 
     The new columns are added last, where a fresh file has them. Old blocks have no `mentions` (theirs are in the
     queue, read before any newer block's: `after_rid` 0), so the blocks mark starts past them.
@@ -253,6 +267,19 @@ def _migrate_from_2(conn: sqlite3.Connection) -> None:
     conn.execute(
         "INSERT OR REPLACE INTO meta (key, value) VALUES ('mentions_blocks', (SELECT coalesce(max(rid), 0) FROM blocks))"
     )
+    conn.execute("UPDATE meta SET value = ? WHERE key = 'format'", (_FORMAT_3,))
+
+
+def _migrate_from_3(conn: sqlite3.Connection) -> None:
+    """Take a format-3 file to format 4, inside the caller's transaction: each entity's document frequency
+    (`entities.blocks`) counted once from the by-entity index (one pass over it).
+
+    Mentions still pending (past the mark, or queued) are not in `mentions` yet: `_apply_mentions` counts them
+    when it indexes them.
+    """
+    if 'blocks' not in _columns(conn, 'entities'):
+        conn.execute('ALTER TABLE entities ADD COLUMN blocks INTEGER NOT NULL DEFAULT 0')
+    conn.execute(_RECOUNT)
     conn.execute("UPDATE meta SET value = ? WHERE key = 'format'", (FORMAT,))
 
 
@@ -342,6 +369,17 @@ def _decode_mentions(data: bytes) -> Iterator[tuple[str, str, str, str, int]]:
         source_id = group[0]
         for i in range(1, len(group), 4):
             yield source_id, group[i], group[i + 1], group[i + 2], group[i + 3]
+
+
+_entity_record: Final = lru_cache(maxsize=65_536)(EntityRecord)
+"""`EntityRecord(key, name, kind)` (positional), built once per distinct value: a recall reads ~450 entity rows
+(its seeds' entities), and building a frozen dataclass costs several times a cache hit."""
+
+
+def _version(conn: sqlite3.Connection) -> tuple[int, int]:
+    """Rows this connection changed and commits other connections made: the same twice, nothing was written
+    between (a check that a derived index is still current, in one statement instead of a few)."""
+    return conn.total_changes, conn.execute('PRAGMA data_version').fetchone()[0]
 
 
 def _block(row: sqlite3.Row) -> BlockRecord:
@@ -449,12 +487,13 @@ class SqliteStore:
             raise sqlite3.DatabaseError('it holds tables of another application')
         if row is not None:
             fmt = conn.execute("SELECT value FROM meta WHERE key = 'format'").fetchone()
-            if fmt is not None and fmt[0] in (_FORMAT_1, _FORMAT_2):
+            if fmt is not None and fmt[0] in (_FORMAT_1, _FORMAT_2, _FORMAT_3):
                 self._migrate(conn, fmt[0])
             elif fmt is not None and str(fmt[0]).startswith('mementograph-sqlite-') and fmt[0] != FORMAT:
                 raise StoreUnavailableError(
                     f'{self._where()} holds format {fmt[0]!r}, which a newer mementograph wrote (this one reads '
-                    f'{FORMAT!r}, {_FORMAT_2!r} and {_FORMAT_1!r}); upgrade mementograph or choose another --store'
+                    f'{FORMAT!r}, {_FORMAT_3!r}, {_FORMAT_2!r} and {_FORMAT_1!r}); '
+                    'upgrade mementograph or choose another --store'
                 )
             elif fmt is None or fmt[0] != FORMAT:
                 raise sqlite3.DatabaseError(f'unknown format {fmt[0] if fmt else None!r}, expected {FORMAT!r}')
@@ -470,7 +509,7 @@ class SqliteStore:
             raise
 
     def _migrate(self, conn: sqlite3.Connection, old: str) -> None:
-        """Migrate a format-1 or format-2 file in one transaction: a failure (or a kill) leaves it as it was, whole."""
+        """Migrate a format-1, 2 or 3 file in one transaction: a failure (or a kill) leaves it as it was, whole."""
         conn.execute('BEGIN IMMEDIATE')
         try:
             fmt = conn.execute("SELECT value FROM meta WHERE key = 'format'").fetchone()
@@ -479,6 +518,8 @@ class SqliteStore:
                 _migrate_from_1(conn)
             if fmt is not None and fmt[0] in (_FORMAT_1, _FORMAT_2):
                 _migrate_from_2(conn)
+            if fmt is not None and fmt[0] in (_FORMAT_1, _FORMAT_2, _FORMAT_3):
+                _migrate_from_3(conn)
             conn.execute('COMMIT')
         except BaseException as exc:
             if conn.in_transaction:
@@ -653,9 +694,19 @@ class SqliteStore:
                 row[0] for row in conn.execute('SELECT id FROM pages WHERE namespace = ? AND session_id = ?', scope)
             ]
             removed = 0
+            dropped: Counter[str] = Counter()  # block mentions deleted, by entity: off their document frequencies
             for chunk_start in range(0, len(ids), 500):
                 chunk = ids[chunk_start : chunk_start + 500]
                 marks = ','.join('?' * len(chunk))
+                dropped.update(
+                    dict(
+                        conn.execute(
+                            f'SELECT entity_id, count(*) FROM mentions WHERE source_id IN ({marks}) '
+                            "AND source_id >= 'blk_' AND source_id < 'blk`' GROUP BY entity_id",
+                            chunk,
+                        ).fetchall()
+                    )
+                )
                 removed += conn.execute(f'DELETE FROM mentions WHERE source_id IN ({marks})', chunk).rowcount
                 conn.execute(f'DELETE FROM text_fts WHERE item_id IN ({marks})', chunk)
             for page_id in page_ids:  # CONTAINS edges: they go with their page row
@@ -670,6 +721,9 @@ class SqliteStore:
                     'WHERE key = ?',
                     (key,),
                 )
+            conn.executemany(
+                'UPDATE entities SET blocks = blocks - ? WHERE id = ?', [(dropped[key], key) for key in sorted(dropped)]
+            )
             removed += conn.execute('DELETE FROM sessions WHERE namespace = ? AND id = ?', scope).rowcount
             removed += conn.execute(
                 'DELETE FROM entities WHERE namespace = ? AND id NOT IN (SELECT entity_id FROM mentions)', (namespace,)
@@ -847,7 +901,7 @@ class SqliteStore:
                 'WHERE m.source_id = ? AND e.namespace = ? ORDER BY m.count DESC, e.key',
                 (source_id, namespace),
             ).fetchall()
-        return [(EntityRecord(key=row[0], name=row[1], kind=row[2]), row[3]) for row in rows]
+        return [(_entity_record(row[0], row[1], row[2]), row[3]) for row in rows]
 
     def _index_mentions(self) -> None:
         """Move pending `MENTIONS` into the entity index (`entities`, `mentions` and its by-entity index).
@@ -859,10 +913,14 @@ class SqliteStore:
         bounded however much is pending.
         """
         with self._read() as conn:
+            version = _version(conn)
+            if version == getattr(self, '_mentions_current', None):  # nothing written since it was current
+                return
             mark = self._mentions_mark(conn)
             top = conn.execute('SELECT coalesce(max(rid), 0) FROM blocks').fetchone()[0]
             queued = conn.execute('SELECT count(*) FROM mention_queue').fetchone()[0]
             if top <= mark and not queued:
+                self._mentions_current = version
                 return
             rebuild = False
             if top - mark + queued >= _REBUILD_QUEUE_ROWS:
@@ -946,9 +1004,31 @@ class SqliteStore:
             'INSERT OR IGNORE INTO entities (id, namespace, key, name, kind) VALUES (?, ?, ?, ?, ?)',
             sorted(entities.values()),
         )
+        # document frequencies (`entities.blocks`) grow by the block mentions this batch adds: not by those already
+        # indexed (a retried eviction's), which `INSERT OR IGNORE` keeps as they were. Counted here per entity,
+        # not per row (a trigger per row made a bulk index build 2.7x slower).
+        sources = sorted({source_id for source_id, _ in mentions if source_id.startswith('blk_')})
+        indexed: set[tuple[str, str]] = set()
+        for start in range(0, len(sources), 500):
+            chunk = sources[start : start + 500]
+            indexed.update(
+                (source_id, entity_id)
+                for source_id, entity_id in conn.execute(
+                    f'SELECT source_id, entity_id FROM mentions WHERE source_id IN ({", ".join("?" * len(chunk))})',
+                    chunk,
+                )
+            )
         conn.executemany(
             'INSERT OR IGNORE INTO mentions (source_id, entity_id, count) VALUES (?, ?, ?)',
             sorted((source_id, entity_id, count) for (source_id, entity_id), count in mentions.items()),
+        )
+        added = Counter(
+            entity_id
+            for source_id, entity_id in mentions
+            if source_id.startswith('blk_') and (source_id, entity_id) not in indexed
+        )
+        conn.executemany(
+            'UPDATE entities SET blocks = blocks + ? WHERE id = ?', [(added[key], key) for key in sorted(added)]
         )
 
     def _index_text(self) -> None:
@@ -958,12 +1038,16 @@ class SqliteStore:
         than writing it, and evictions sit on the agent's request path while searches are rarer.
         """
         with self._read() as conn:  # searches mostly find it current: no write lock for them
+            version = _version(conn)
+            if version == getattr(self, '_text_current', None):  # nothing written since it was current
+                return
             marks = dict(conn.execute("SELECT key, value FROM meta WHERE key LIKE 'fts_%'").fetchall())
             current = all(
                 (conn.execute(f'SELECT max(rid) FROM {table}').fetchone()[0] or 0) <= int(marks.get(f'fts_{table}', 0))
                 for table in ('blocks', 'mementos')
             )
         if current:
+            self._text_current = version
             return
         with self._write() as conn:
             marks = dict(conn.execute("SELECT key, value FROM meta WHERE key LIKE 'fts_%'").fetchall())
@@ -1001,7 +1085,9 @@ class SqliteStore:
         frequency counted up to that cap, a bounded read), and a query of only such words is scored over the
         latest `TEXT_MAX_DF` documents holding its rarest word. The ranking runs on rowids alone; the scope is
         checked on the top `k` afterwards (reading a document's unindexed columns for every match would cost more
-        than scoring it), and the scope is filtered inside the query only when those hits leave it.
+        than scoring it), and the scope is filtered inside the query only when those hits leave it; if the rarer words
+        then find fewer than `k` documents in the scope, it is ranked on all of the query's words (the common ones may
+        be common only elsewhere).
         """
         from ..recall._values import TEXT_MAX_DF, TEXT_MAX_TERMS, TEXT_MIN_DOCS
 
@@ -1057,11 +1143,16 @@ class SqliteStore:
                 # no `floor` in scope: the latest documents of the whole file may all belong to other scopes, and
                 # this scope's matches must not be lost to them (slower, and only when other scopes crowd in)
                 where, params = _scope_sql(namespace, session_id)
-                rows = conn.execute(
+                scoped = (
                     f'SELECT item_id, bm25(text_fts) AS rank FROM text_fts WHERE text_fts MATCH ? '
-                    f'AND {where} ORDER BY rank, rowid LIMIT ?',
-                    [match, *params, k],
-                ).fetchall()
+                    f'AND {where} ORDER BY rank, rowid LIMIT ?'
+                )
+                rows = conn.execute(scoped, [match, *params, k]).fetchall()
+                every = ' OR '.join(phrases[index] for index in sorted(index for _, index in present))
+                if len(rows) < k and present and every != match:
+                    # the words left out were common across the whole file, maybe through other scopes alone:
+                    # here they may be the only ones that match, so the scope is ranked on all of its words
+                    rows = conn.execute(scoped, [every, *params, k]).fetchall()
             memento_ids = [item_id for item_id, _ in rows if item_id.startswith('mem_')]
             targets = {
                 memento_id: tuple(json.loads(summarizes_json))
@@ -1196,7 +1287,7 @@ class SqliteStore:
         """`RecallStore.entity_postings` on SQLite."""
         from ..recall._values import EntityLookup, EntityPostings, Posting
 
-        found: dict[str, tuple[str, str]] = {}
+        found: dict[str, tuple[str, str, int]] = {}  # key -> name, kind, document frequency
         self._index_mentions()
         with self._read() as conn:
             unique = list(dict.fromkeys(keys))
@@ -1204,17 +1295,17 @@ class SqliteStore:
                 for key in unique:
                     low = entity_id_for(namespace, key)
                     rows = conn.execute(
-                        'SELECT key, name, kind FROM entities WHERE id >= ? AND id < ? ORDER BY id LIMIT ?',
+                        'SELECT key, name, kind, blocks FROM entities WHERE id >= ? AND id < ? ORDER BY id LIMIT ?',
                         (low, low + '\U0010ffff', max_entities),
                     ).fetchall()
                     for row in rows:
-                        found[row[0]] = (row[1], row[2])
+                        found[row[0]] = (row[1], row[2], row[3])
             for start in range(0, 0 if prefix else len(unique), 500):  # exact keys: one lookup per 500
                 chunk = [entity_id_for(namespace, key) for key in unique[start : start + 500]]
                 for row in conn.execute(
-                    f'SELECT key, name, kind FROM entities WHERE id IN ({", ".join("?" * len(chunk))})', chunk
+                    f'SELECT key, name, kind, blocks FROM entities WHERE id IN ({", ".join("?" * len(chunk))})', chunk
                 ):
-                    found[row[0]] = (row[1], row[2])
+                    found[row[0]] = (row[1], row[2], row[3])
             # the N of IDF, asked on every read: counting 100k index entries each time cost more than the postings,
             # so it is cached until the database changes (this connection's writes or another's commit)
             version = (namespace, conn.total_changes, conn.execute('PRAGMA data_version').fetchone()[0])
@@ -1232,38 +1323,27 @@ class SqliteStore:
             for key in sorted(found):
                 entity_id = entity_id_for(namespace, key)
                 postings: list[Posting] = []
-                blocks = None
-                if limit > 0 and session_id is None:
+                name, kind, stored = found[key]
+                # the document frequency is kept on the entity row (`_RECOUNT`): no counting, however common
+                blocks = stored if count_limit < 0 else min(stored, count_limit)
+                if blocks and limit > 0 and session_id is None:
                     rows = conn.execute(
                         'SELECT m.source_id, m.count FROM mentions m WHERE m.entity_id = ? '
                         "AND m.source_id >= 'blk_' AND m.source_id < 'blk`' "
                         'ORDER BY m.count DESC, m.source_id LIMIT ?',
                         (entity_id, limit),
                     ).fetchall()
-                    postings = [Posting(block_id=row[0], count=int(row[1])) for row in rows]
-                    if len(rows) < limit:  # every block of the namespace that mentions it: no need to count
-                        blocks = len(rows) if count_limit < 0 else min(len(rows), count_limit)
-                if blocks is None:
-                    blocks = conn.execute(
-                        'SELECT count(*) FROM (SELECT 1 FROM mentions WHERE entity_id = ? '
-                        "AND source_id >= 'blk_' AND source_id < 'blk`' LIMIT ?)",
-                        (entity_id, count_limit),
-                    ).fetchone()[0]
-                if not blocks:
-                    postings = []
-                elif limit > 0 and session_id is not None:
+                    postings = [Posting(block_id, count) for block_id, count in rows]  # positional: faster to build
+                elif blocks and limit > 0:  # one session's blocks
                     rows = conn.execute(
                         'SELECT m.source_id, m.count FROM mentions m JOIN blocks b ON b.id = m.source_id '
                         "WHERE m.entity_id = ? AND b.namespace = ? AND b.session_id = ? AND b.kind = 'block' "
                         'ORDER BY m.count DESC, m.source_id LIMIT ?',
                         (entity_id, namespace, session_id, limit),
                     ).fetchall()
-                    postings = [Posting(block_id=row[0], count=int(row[1])) for row in rows]
-                name, kind = found[key]
+                    postings = [Posting(block_id, count) for block_id, count in rows]
                 entities.append(
-                    EntityPostings(
-                        entity=EntityRecord(key=key, name=name, kind=kind), blocks=int(blocks), postings=tuple(postings)
-                    )
+                    EntityPostings(entity=_entity_record(key, name, kind), blocks=int(blocks), postings=tuple(postings))
                 )
         return EntityLookup(total_blocks=int(total), entities=tuple(entities))
 
@@ -1327,9 +1407,22 @@ class SqliteStore:
             for block_id, info in found.items():
                 record = records.get(own[block_id]) or records.get(linked[block_id] or '')
                 found[block_id] = replace(info, memento=record)
-        if entities:  # local reads: one statement per block costs nothing here (a round trip each on Neo4j)
+        if entities and found:  # every block's entities in one statement, each block's as `entities_of` orders them
+            self._index_mentions()
+            mentioned: dict[str, list[tuple[EntityRecord, int]]] = {block_id: [] for block_id in found}
+            sources = list(found)
+            with self._read() as conn:
+                for start in range(0, len(sources), 500):
+                    chunk = sources[start : start + 500]
+                    for source_id, key, name, kind, count in conn.execute(
+                        'SELECT m.source_id, e.key, e.name, e.kind, m.count FROM mentions m JOIN entities e '
+                        f'ON e.id = m.entity_id WHERE m.source_id IN ({", ".join("?" * len(chunk))}) '
+                        'AND e.namespace = ? ORDER BY m.source_id, m.count DESC, e.key',
+                        [*chunk, namespace],
+                    ):
+                        mentioned[source_id].append((_entity_record(key, name, kind), count))
             for block_id, info in found.items():
-                found[block_id] = replace(info, entities=tuple(self.entities_of(block_id, namespace=namespace)))
+                found[block_id] = replace(info, entities=tuple(mentioned[block_id]))
         return [found[block_id] for block_id in ids if block_id in found]
 
     # -- integrity reads (issue 8: `mementograph verify`) ----------------------------------------------------------
