@@ -67,6 +67,8 @@ if TYPE_CHECKING:  # recall reads (section at the end of the reads); a runtime i
 __all__ = ('FULLTEXT_INDEX', 'Neo4jStore', 'session_key')
 
 T = TypeVar('T')
+_Run = Callable[[LiteralString, Mapping[str, Any]], list[neo4j.Record]]
+"""Runs one read statement with its parameters and returns its records (`Neo4jStore._quick_read`)."""
 
 FULLTEXT_INDEX: Final = 'mementograph_text'
 CONNECTION_TIMEOUT: Final = 5.0
@@ -146,11 +148,12 @@ def _fulltext_is_current(options: Mapping[str, Any] | None) -> bool:
 _WRITE_EVICTION: Final = """
 MERGE (s:Session {key: $key})
 ON CREATE SET s.id = $session_id, s.namespace = $namespace, s.created_at = $created,
-              s.event_count = 0, s.memento_count = 0
+              s.event_count = 0, s.memento_count = 0, s.block_count = 0
 SET s.updated_at = $created
 WITH s,
      [row IN $events WHERE NOT EXISTS { MATCH (e:Event {uid: row.uid}) }] AS events,
      [row IN $mementos WHERE NOT EXISTS { MATCH (m:Memento {id: row.id}) }] AS mementos,
+     size([id IN $block_ids WHERE NOT EXISTS { MATCH (b:EvictedBlock {id: id}) }]) AS new_blocks,
      COLLECT {
        MATCH (p:EvictedBlock {namespace: $namespace, session_id: $session_id, kind: 'block'})
        USING INDEX p:EvictedBlock(namespace, session_id, kind, seq)
@@ -173,8 +176,11 @@ WITH s,
        RETURN [n.seq, n.id] AS link
        ORDER BY n.namespace, n.session_id, n.kind, n.seq, n.id LIMIT 1
      } AS chain
-WITH s, events, mementos, chain, s.event_count AS first_seq, s.memento_count AS first_ordinal
-SET s.event_count = first_seq + size(events), s.memento_count = first_ordinal + size(mementos)
+WITH s, events, mementos, new_blocks, chain, s.event_count AS first_seq, s.memento_count AS first_ordinal
+SET s.event_count = first_seq + size(events), s.memento_count = first_ordinal + size(mementos),
+    s.block_count = CASE WHEN s.block_count IS NULL
+      THEN COUNT { MATCH (b:EvictedBlock {namespace: $namespace, session_id: $session_id, kind: 'block'}) }
+      ELSE s.block_count END + new_blocks
 WITH s, events, mementos, first_seq, first_ordinal,
      [i IN range(0, size(chain) - 2) | [chain[i][1], chain[i + 1][1]]] AS pairs
 CALL (s) {
@@ -212,14 +218,20 @@ CALL () {
 CALL () {
   UNWIND $entities AS row
   MERGE (e:Entity {id: row.id})
-  ON CREATE SET e.key = row.key, e.name = row.name, e.kind = row.kind, e.namespace = $namespace
+  ON CREATE SET e.key = row.key, e.name = row.name, e.kind = row.kind, e.namespace = $namespace, e.blocks = 0
 }
 CALL () {
   UNWIND $block_mentions AS row
   MATCH (src:EvictedBlock {id: row.source}) USING INDEX src:EvictedBlock(id) WHERE src.namespace = $namespace
   MATCH (e:Entity {id: row.entity_id})
+  WITH src, e, row, src.kind = 'block' AND NOT EXISTS { (src)-[:MENTIONS]->(e) } AS counted
   MERGE (src)-[r:MENTIONS]->(e)
   ON CREATE SET r.count = row.count
+  WITH e, sum(CASE WHEN counted THEN 1 ELSE 0 END) AS added
+  WHERE added > 0
+  WITH e, added ORDER BY e.id
+  SET e.blocks = CASE WHEN e.blocks IS NULL THEN COUNT { (e)<-[:MENTIONS]-(:EvictedBlock {kind: 'block'}) }
+                 ELSE e.blocks + added END
 }
 CALL () {
   UNWIND $memento_mentions AS row
@@ -251,16 +263,22 @@ CALL (s, events, first_seq) {
 """Everything an eviction writes, in ONE statement: one round trip, and one transaction the driver begins in the
 same round trip (`Neo4jStore._write_statement`). In clause order:
 - the session is created if needed and write-locked (the first SET), so writers of one session queue; everything
-  read after that is read under the lock: which of the events and mementos exist, the counters, and the blocks of
-  the NEXT chain around the new blocks' seq range (ordering by the whole composite index key reads the nearest
-  ones straight off the index);
-- new events and mementos take the session's next seqs and ordinals (write order), and the counters move on;
+  read after that is read under the lock: which of the events, mementos and blocks exist, the counters, and the
+  blocks of the NEXT chain around the new blocks' seq range (ordering by the whole composite index key reads the
+  nearest ones straight off the index);
+- new events and mementos take the session's next seqs and ordinals (write order), and the counters move on,
+  among them `block_count`, the session's blocks of kind 'block' (recall's N, summed over the namespace's sessions
+  instead of counting its blocks; a session written before the counter existed is counted once here);
 - blocks, first write wins, each linked IN_SESSION;
 - the NEXT chain spliced around them: each consecutive pair of the chain (the nearest block before, every block
   in the range, new or not, the nearest after, by (seq, id)) becomes an edge, and the edge it replaces goes;
 - mementos (existing ones left as they are) and their SUMMARIZES edges to blocks or mementos;
 - entities (written even when the mentioning record is not in the store, as on SQLite), then MENTIONS edges from
-  blocks and from mementos, each matched through its own unique index;
+  blocks and from mementos, each matched through its own unique index; each entity's `blocks` (how many blocks of
+  kind 'block' mention it: recall's document frequency, read without expanding its edges) grows by the edges from
+  blocks this statement created. That SET reads the property it writes, so Cypher write-locks the entity before
+  reading (no lost update between sessions), in entity id order. An entity written before the property existed is
+  counted whole once, here;
 - pages (upserted) and their CONTAINS edges; events with their seq, linked IN_SESSION.
 Every part is a batched UNWIND … MERGE, so a retried eviction changes nothing. `append_events` runs the same
 statement with only events."""
@@ -292,25 +310,43 @@ CALL (prefix) {
 }
 RETURN e
 """
-_TOTAL_BLOCKS: Final = "COUNT { MATCH (b:EvictedBlock {namespace: $namespace, kind: 'block'}) }"
+_TOTAL_BLOCKS: Final = """COLLECT {
+         MATCH (s:Session {namespace: $namespace})
+         RETURN sum(CASE WHEN s.block_count IS NULL
+           THEN COUNT { MATCH (b:EvictedBlock {namespace: $namespace, session_id: s.id, kind: 'block'}) }
+           ELSE s.block_count END)
+       }[0]"""
+"""The namespace's blocks: the sum of its sessions' counters (`_WRITE_EVICTION` keeps them), a few reads where
+counting the blocks scanned 100,000 index entries at 100k blocks (~40-50 ms); a session written before the
+counter existed is counted."""
 _ENTITY_POSTINGS: Final = """
-RETURN COUNT {{ MATCH (b:EvictedBlock {{namespace: $namespace, kind: 'block'}}) }} AS total,
+RETURN {total} AS total,
        COLLECT {{
          CALL () {{ {find} }}
          WITH DISTINCT e
          RETURN {{
            key: e.key, name: e.name, kind: e.kind,
-           blocks: COUNT {{ MATCH (e)<-[:MENTIONS]-(b:EvictedBlock {{kind: 'block'}}) RETURN b LIMIT $count_limit }},
+           blocks: CASE
+             WHEN e.blocks IS NULL
+               THEN COUNT {{ MATCH (e)<-[:MENTIONS]-(b:EvictedBlock {{kind: 'block'}}) RETURN b LIMIT $count_limit }}
+             WHEN e.blocks < $count_limit THEN e.blocks
+             ELSE $count_limit END,
            postings: {postings}
          }} AS entity
        }} AS entities
 """
-"""`entity_postings` in one round trip: the namespace's block count, then per entity found (by `{find}`) its
-document frequency (capped) and `{postings}`, the blocks in scope mentioning it (most mentions first, then id)."""
+"""`entity_postings` in one round trip: the namespace's block count (`{total}`), then per entity found (by `{find}`)
+its document frequency, capped at `count_limit` as the protocol says: the entity's `blocks` counter where it has one
+(kept by `_WRITE_EVICTION`; expanding a common entity's edges cost up to 2,001 reads), else counted; and
+`{postings}`, the blocks in scope mentioning it (most mentions first, then id)."""
 _POSTINGS: Final = """COLLECT {{
-             MATCH (e)<-[r:MENTIONS]-(b:EvictedBlock {{kind: 'block'}}) WHERE {scope}
+             MATCH (e)<-[r:MENTIONS]-(b:EvictedBlock) WHERE b.id STARTS WITH 'blk_' AND {scope}
              RETURN [b.id, r.count] AS posting ORDER BY r.count DESC, b.id LIMIT $limit
            }}"""
+"""An entity's postings. A common entity has up to ~2,000 block edges (and as many from mementos), so each read
+per edge counts: blocks of kind 'block' are told by their id, which is read anyway (`blk_`, as SQLite tells them),
+not by `kind`; and the namespace is not checked, since a `MENTIONS` edge never leaves its namespace (the entity's
+id is derived from it, and `_WRITE_EVICTION` links only sources of that namespace): only a session scope filters."""
 
 _BLOCK_INFO: Final = """
 UNWIND $ids AS block_id
@@ -677,11 +713,32 @@ class Neo4jStore:
 
     # -- reads ----------------------------------------------------------------------------------------------
 
-    def _rows(self, cypher: str, op: str, **params: Any) -> list[dict[str, Any]]:
-        def work(tx: ManagedTransaction) -> list[dict[str, Any]]:
-            return [dict(zip(record.keys(), record.values(), strict=True)) for record in tx.run(_q(cypher), params)]
+    def _quick_read(self, work: Callable[[_Run], T], *, op: str) -> T:
+        """Run `work`'s statements as auto-commit transactions: one round trip each (RUN and PULL go together) where
+        a managed read adds BEGIN and COMMIT, and recall makes ~9 reads. A failure the driver would retry (a dropped
+        connection, a transient error) runs `work` again in a managed read, with `_read`'s retries; any other failure
+        is reported as `_read` reports it. For reads of one statement, or whose statements need no common snapshot."""
+        try:
+            with self._session(neo4j.READ_ACCESS) as session:
 
-        return self._read(work, op=op)
+                def run(cypher: LiteralString, params: Mapping[str, Any]) -> list[neo4j.Record]:
+                    return list(session.run(neo4j.Query(cypher, metadata={**_APP, 'op': op}), dict(params)))
+
+                return work(run)
+        except StoreError:
+            raise
+        except (neo4j_errors.Neo4jError, neo4j_errors.DriverError, OSError) as exc:
+            if not isinstance(exc, OSError) and not exc.is_retryable():
+                raise _unavailable(exc, self._uri, None, f'reading ({op})') from exc
+        return self._read(lambda tx: work(lambda cypher, params: list(tx.run(cypher, dict(params)))), op=op)
+
+    def _rows(self, cypher: str, op: str, **params: Any) -> list[dict[str, Any]]:
+        """One read statement's rows (`_quick_read`)."""
+
+        def work(run: _Run) -> list[dict[str, Any]]:
+            return [dict(zip(record.keys(), record.values(), strict=True)) for record in run(_q(cypher), params)]
+
+        return self._quick_read(work, op=op)
 
     def read_events(
         self, session_id: str, *, namespace: str = DEFAULT_NAMESPACE, since_seq: int = 0
@@ -914,7 +971,9 @@ class Neo4jStore:
         As on SQLite, words in more than `TEXT_MAX_DF` documents are left out when rarer ones exist (frequencies
         counted up to that cap, in the same round trip as the search). The search asks Lucene for the top `k`
         only (`limit`, so it can skip documents that cannot reach them) and checks the scope on those; only when
-        some fall outside it does it rank every match in scope, as before.
+        some fall outside it does it rank every match in scope, as before, and if the rarer words then find fewer
+        than `k` documents in the scope, it ranks the scope on all of the query's words (the common ones may be
+        common only elsewhere).
         """
         from ..recall._values import TEXT_MAX_DF, TEXT_MAX_TERMS, TEXT_MIN_DOCS
 
@@ -942,10 +1001,11 @@ class Neo4jStore:
             'WITH large, [j IN range(0, size(order) - 1) WHERE dfs[j] < $cap | $phrases[order[j]]][..$max_terms] '
             'AS rare, order WHERE size(order) > 0 '
             'WITH CASE WHEN NOT large THEN $phrases WHEN size(rare) > 0 THEN rare ELSE [$phrases[order[0]]] END '
-            'AS picked '
-            "WITH reduce(s = '', p IN picked | CASE s WHEN '' THEN p ELSE s + ' OR ' + p END) AS lucene "
+            'AS picked, [j IN range(0, size($phrases) - 1) WHERE j IN order | $phrases[j]] AS present '
+            "WITH reduce(s = '', p IN picked | CASE s WHEN '' THEN p ELSE s + ' OR ' + p END) AS lucene, "
+            "reduce(s = '', p IN present | CASE s WHEN '' THEN p ELSE s + ' OR ' + p END) AS every "
             f'CALL db.index.fulltext.queryNodes($index, lucene, {{limit: $k}}) YIELD node, score '
-            f'{returns}, lucene ORDER BY score DESC, id'
+            f'{returns}, lucene, every ORDER BY score DESC, id'
         )
         wider = _q(
             'CALL db.index.fulltext.queryNodes($index, $lucene, {limit: $limit}) YIELD node, score '
@@ -966,26 +1026,30 @@ class Neo4jStore:
             'k': k,
         }
 
-        def work(tx: ManagedTransaction) -> list[TextHit]:
+        def work(run: _Run) -> list[TextHit]:
             # The index is eventually consistent (a synchronous full-text update cost ~8 ms a commit, more than the
             # rest of an eviction); waiting for it (in `top`) gives read-your-writes where it matters, at search time.
             def in_scope(record: neo4j.Record) -> bool:
                 return bool(record['namespace'] == namespace and session_id in (None, record['session_id']))
 
-            records = list(tx.run(top, params))
+            records = run(top, params)
             if not all(in_scope(record) for record in records):
                 # other namespaces hold better matches: 20 times as many from Lucene, then every match in scope
-                lucene = records[0]['lucene']
-                wide = list(tx.run(wider, {**params, 'lucene': lucene, 'limit': 20 * k}))
+                lucene, every = records[0]['lucene'], records[0]['every']
+                wide = run(wider, {**params, 'lucene': lucene, 'limit': 20 * k})
                 kept = [record for record in wide if in_scope(record)]
                 exact = len(kept) >= k or len(wide) < 20 * k  # the top k in scope, or every match there is
-                records = kept[:k] if exact else list(tx.run(scoped, {**params, 'lucene': lucene}))
+                records = kept[:k] if exact else run(scoped, {**params, 'lucene': lucene})
+                if len(records) < k and every != lucene:
+                    # the words left out were common across the store, maybe through other scopes alone: here they
+                    # may be the only ones that match, so the scope is ranked on all of its words (as on SQLite)
+                    records = run(scoped, {**params, 'lucene': every})
             return [
                 TextHit(id=record['id'], block_ids=tuple(record['block_ids'] or ()), score=float(record['score']))
                 for record in records
             ]
 
-        return self._read(work, op='search_text')
+        return self._quick_read(work, op='search_text')
 
     def stats(self, *, namespace: str | None = DEFAULT_NAMESPACE, session_id: str | None = None) -> StoreStats:
         def scope(variable: str) -> str:
@@ -1044,10 +1108,12 @@ class Neo4jStore:
         """`RecallStore.entity_postings` on Neo4j."""
         from ..recall._values import EntityLookup, EntityPostings, Posting
 
-        postings = _POSTINGS.format(scope=_scope('b', namespace, session_id)) if limit > 0 else '[]'
-        cypher = _ENTITY_POSTINGS.format(find=_FIND_ENTITIES_BY_PREFIX if prefix else _FIND_ENTITIES, postings=postings)
-        if not count_total:  # the caller knows N: no scan of the namespace's blocks
-            cypher = cypher.replace(_TOTAL_BLOCKS, '0', 1)
+        postings = _POSTINGS.format(scope=_scope('b', None, session_id)) if limit > 0 else '[]'
+        cypher = _ENTITY_POSTINGS.format(
+            total=_TOTAL_BLOCKS if count_total else '0',  # the caller knows N otherwise
+            find=_FIND_ENTITIES_BY_PREFIX if prefix else _FIND_ENTITIES,
+            postings=postings,
+        )
         rows = self._rows(
             cypher,
             'entity_postings',
@@ -1338,6 +1404,9 @@ def _eviction_params(eviction: Eviction, created: str) -> dict[str, Any]:
     mementos exist, the counters, the chain around the new blocks) the statement reads under the session lock."""
     ns, sid = eviction.namespace, eviction.session_id
     chained = sorted({(block.seq, block.id) for block in eviction.blocks if block.kind == 'block'})
+    first: dict[str, BlockRecord] = {}
+    for block in eviction.blocks:
+        first.setdefault(block.id, block)  # the row MERGE creates a block from (first write wins)
     return {
         'key': session_key(ns, sid),
         'namespace': ns,
@@ -1347,6 +1416,7 @@ def _eviction_params(eviction: Eviction, created: str) -> dict[str, Any]:
         'high': chained[-1][0] if chained else None,
         'chained': [[seq, block_id] for seq, block_id in chained],
         'blocks': [_block_row(block) for block in eviction.blocks],
+        'block_ids': [block_id for block_id, block in first.items() if block.kind == 'block'],  # counted if new
         # one row per id, at its first position with its last value (new ones get ordinals in this order)
         'mementos': [_memento_row(memento) for memento in {m.id: m for m in eviction.mementos}.values()],
         'summarizes': [
@@ -1382,8 +1452,12 @@ def _mention_rows(namespace: str, mentions: Sequence[Mention]) -> dict[str, list
         for m in reversed(mentions)  # the first mention of an entity names it, as on SQLite
     }  # fmt: skip
     edges: dict[bool, list[dict[str, Any]]] = {True: [], False: []}
+    seen: set[tuple[str, str]] = set()
     for mention in sorted(mentions, key=lambda m: m.entity.key):
         entity_id = entity_id_for(namespace, mention.entity.key)
+        if (mention.source_id, entity_id) in seen:
+            continue  # MERGE keeps the first anyway; one row per edge lets the statement count the edges it creates
+        seen.add((mention.source_id, entity_id))
         edges[_is_memento_id(mention.source_id)].append(
             {'source': mention.source_id, 'entity_id': entity_id, 'count': mention.count}
         )
@@ -1418,6 +1492,17 @@ def _delete_session(tx: ManagedTransaction, namespace: str, session_id: str) -> 
         ),
         params,
     ).single(strict=True)['ids']
+    # the entities' document frequencies lose this session's blocks (`_WRITE_EVICTION` keeps them); SET reads the
+    # property it writes, so Cypher locks each entity first, in id order
+    tx.run(
+        _q(
+            "MATCH (:EvictedBlock {namespace: $namespace, session_id: $session_id, kind: 'block'})"
+            '-[:MENTIONS]->(e:Entity) '
+            'WITH e, count(*) AS n ORDER BY e.id '
+            'SET e.blocks = CASE WHEN e.blocks IS NULL THEN null ELSE e.blocks - n END'
+        ),
+        params,
+    ).consume()
     removed = 0
     for label, index_hint in (('EvictedBlock', ''), ('Memento', ''), ('Page', ''), ('Event', 'WHERE n.seq >= 0 ')):
         counters = (
