@@ -91,6 +91,31 @@ def test_bm25_and_fused_methods(store: GraphStore, ingested: IngestedDialogue) -
     assert rank_blocks(store, 'the of and', method='fused', session_id='conv-1') == []
 
 
+@pytest.mark.parametrize('query', ['camping with the kids at the lake', 'Caroline adoption agencies Boston'])
+def test_fusion_sums_max_normalised_scores_or_reciprocal_ranks(store: GraphStore, query: str) -> None:
+    """`fused` is exactly its two rankings combined: by default each one's scores over its best, summed (a block far
+    ahead in one ranking stays ahead); with `fusion='rrf'`, `1 / (rrf_k + rank)` summed."""
+    plain = RecallConfig(bm25_next=False)  # the full-text ranking inside `fused` is then the `bm25` method's
+    graph = rank_blocks(store, query, method='graph', session_id='conv-1', config=plain)
+    text = rank_blocks(store, query, method='bm25', session_id='conv-1', config=plain)
+    assert graph and text and {b.block_id for b in graph} != {b.block_id for b in text}
+    expected: dict[str, float] = {}
+    for ranking in (graph, text):
+        for block in ranking:
+            expected[block.block_id] = expected.get(block.block_id, 0.0) + block.score / ranking[0].score
+    fused = rank_blocks(store, query, method='fused', session_id='conv-1', config=plain)
+    assert {b.block_id: pytest.approx(b.score) for b in fused} == expected
+    assert [b.score for b in fused] == sorted((b.score for b in fused), reverse=True)
+
+    rrf = RecallConfig(bm25_next=False, fusion='rrf', rrf_k=60)
+    by_rank: dict[str, float] = {}
+    for ranking in (graph, text):
+        for rank, block in enumerate(ranking, start=1):
+            by_rank[block.block_id] = by_rank.get(block.block_id, 0.0) + 1 / (60 + rank)
+    fused_rrf = rank_blocks(store, query, method='fused', session_id='conv-1', config=rrf)
+    assert {b.block_id: pytest.approx(b.score) for b in fused_rrf} == by_rank
+
+
 def test_time_range_filters(store: GraphStore, ingested: IngestedDialogue) -> None:
     everything = rank_blocks(
         store, 'Caroline', method='graph', session_id='conv-1', config=RecallConfig(max_df_share=1)
@@ -163,3 +188,24 @@ def test_a_preferred_time_range_reorders_without_excluding(store: GraphStore, in
     assert {b.block_id for b in preferred} == {b.block_id for b in plain}
     assert turns_of(ingested, preferred[0].block_id)[0].startswith('S2')
     assert 'in the time range' in preferred[0].reasons
+
+
+def test_a_time_range_named_in_the_query_is_preferred_given_when_it_is_asked(
+    store: GraphStore, ingested: IngestedDialogue
+) -> None:
+    config = RecallConfig(max_df_share=1, prefer_boost=10.0)
+    asked = datetime(2023, 7, 1, 12, 0, tzinfo=UTC)
+    plain = rank_blocks(store, 'Caroline in June', method='graph', session_id='conv-1', config=config)
+    assert not any('in the time range' in b.reasons for b in plain)  # no clock: nothing to be relative to
+    for query, sitting in (('Caroline in June', 'S2'), ('Caroline in May', 'S1')):
+        ranked = rank_blocks(store, query, method='graph', session_id='conv-1', now=asked, config=config)
+        assert {b.block_id for b in ranked} == {b.block_id for b in plain}  # preferred, never excluded
+        assert turns_of(ingested, ranked[0].block_id)[0].startswith(sitting)
+        assert 'in the time range' in ranked[0].reasons
+    explicit = rank_blocks(
+        store, 'Caroline in May', method='graph', session_id='conv-1', now=asked, prefer=TimeRange(since=DAY2),
+        config=config,
+    )  # fmt: skip
+    assert turns_of(ingested, explicit[0].block_id)[0].startswith('S2')  # an explicit range wins
+    hits = recall(store, 'Caroline in May', 1, session_id='conv-1', now='2023-07-01', config=config)
+    assert turns_of(ingested, hits[0].block_id)[0].startswith('S1')

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+from datetime import UTC, datetime
 from typing import TYPE_CHECKING, Any, Final
 
 from pydantic_ai import RunContext
@@ -115,6 +116,7 @@ class MementoToolset(FunctionToolset[AgentDepsT]):
             max(1, min(k, 20)),
             namespace=capability.namespace,
             session_id=capability.resolve_session_id(ctx),
+            now=datetime.now(UTC),  # "yesterday", "two hours ago" in a query mean from now
         )
         return render_recall(hits, query, max_chars=TOOL_OUTPUT_CHARS)
 

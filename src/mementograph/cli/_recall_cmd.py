@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import argparse
 from dataclasses import asdict
+from datetime import UTC, datetime
 
 from ..knowledge_graph.recall import METHODS, PagePolicy, page_index_text, recall, render_recall, retrieve_page
 from ..knowledge_graph.store import GraphStore
@@ -23,6 +24,7 @@ def _recall(args: argparse.Namespace) -> int:
             session_id=args.session,
             since=args.since,
             until=args.until,
+            now=datetime.now(UTC),
         )
     data = {'query': args.query, 'method': args.method, 'hits': [asdict(hit) for hit in hits]}
     emit(args, data, render_recall(hits, args.query, max_chars=1_000_000))

@@ -15,7 +15,9 @@ ranking that `recall_all@k` / `ndcg_any@k` score (upstream's definitions; absten
 excluded). With `time_filter` (default on) a question only sees blocks dated no later than the day it is asked
 (`question_date`): a memory cannot hold a conversation that has not happened yet. The day, not the minute: the
 data stamps some evidence sessions hours after the question that cites them, always on the same day. This only
-matters when pooling, where other questions' sessions may be dated later.
+matters when pooling, where other questions' sessions may be dated later. Recall is also told when the question is
+asked (`now=question_date`), so a time range the question names ("in the past two weeks", "in March") is preferred,
+as the `recall` tool would with the current time; this never excludes a block.
 """
 
 from __future__ import annotations
@@ -145,7 +147,10 @@ def _end_of_day(moment: str) -> datetime | None:
 def _session_ranking(store: GraphStore, question: _Question, method: Method, session_of: dict[str, str],
                      time_filter: bool, corpus: Sequence[str]) -> list[str]:  # fmt: skip
     until = _end_of_day(question.question_date) if time_filter else None
-    ranking = rank_blocks(store, question.question, method=method, session_id=None, until=until)
+    # asked on `question_date`: a range the question names ("in the past two weeks") is relative to it
+    ranking = rank_blocks(
+        store, question.question, method=method, session_id=None, until=until, now=parse_time(question.question_date)
+    )
     sessions: list[str] = []
     for block in ranking[:_BLOCKS_READ]:
         session = session_of.get(block.block_id)

@@ -13,6 +13,7 @@ import json
 from collections.abc import Iterator, Sequence
 from contextlib import contextmanager
 from dataclasses import asdict, dataclass
+from datetime import UTC, datetime
 from typing import Annotated, Any, Final
 
 from mcp.server.mcpserver import MCPServer
@@ -154,6 +155,7 @@ class MemoryTools:
                 session_id=session,
                 since=(since or '').strip() or None,
                 until=(until or '').strip() or None,
+                now=datetime.now(UTC),
             )
         return render_recall(hits, query, max_chars=OUTPUT_CHARS)
 

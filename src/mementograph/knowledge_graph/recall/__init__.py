@@ -12,7 +12,7 @@ from ._pages import (
     retrieve_page,
 )
 from ._query import QueryKey, QueryPlan, TimeRange, parse_time, plan_query, time_range_in
-from ._recall import METHODS, Method, RecallConfig, RecallHit, RecallStore, ScoredBlock, rank_blocks, recall
+from ._recall import METHODS, Fusion, Method, RecallConfig, RecallHit, RecallStore, ScoredBlock, rank_blocks, recall
 from ._render import render_recall
 from ._values import BlockInfo, EntityLookup, EntityPostings, Posting
 
@@ -22,6 +22,7 @@ __all__ = (
     'BlockInfo',
     'EntityLookup',
     'EntityPostings',
+    'Fusion',
     'Method',
     'PagePolicy',
     'Posting',
