@@ -1,4 +1,4 @@
-"""Recall and the paged index: find archived blocks by entity graph + BM25 (rank fusion), browse them by page."""
+"""Recall and the paged index: find archived blocks by entity graph + BM25 (score fusion), browse them by page."""
 
 from __future__ import annotations
 
