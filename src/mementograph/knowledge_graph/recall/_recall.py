@@ -345,7 +345,7 @@ def _co_mentions(
     """Second hop: named entities the best blocks mention (besides the query's) lead to other blocks."""
     if config.seeds <= 0 or config.co_entities <= 0:
         return
-    seeds = sorted(acc, key=lambda block_id: (-acc[block_id].score, block_id))[: config.seeds]
+    seeds = heapq.nsmallest(config.seeds, acc, key=lambda block_id: (-acc[block_id].score, block_id))
     top = acc[seeds[0]].score or 1.0
     support: dict[str, float] = defaultdict(float)
     records: dict[str, EntityRecord] = {}
@@ -358,7 +358,7 @@ def _co_mentions(
             records[entity.key] = entity
     if not support:
         return
-    candidates = sorted(support, key=lambda key: (-support[key], key))[: config.co_candidates]
+    candidates = heapq.nsmallest(config.co_candidates, support, key=lambda key: (-support[key], key))
     lookup = _lookup(
         store, candidates, namespace=namespace, session_id=session_id, limit=0, count_limit=config.max_df + 1
     )
@@ -410,7 +410,9 @@ def _propagate_next(
     """
     if config.next_weight <= 0 or config.next_blocks <= 0 or not accs:
         return
-    tops = [sorted(acc, key=lambda block_id: (-acc[block_id].score, block_id))[: config.next_blocks] for acc in accs]
+    tops = [
+        heapq.nsmallest(config.next_blocks, acc, key=lambda block_id: (-acc[block_id].score, block_id)) for acc in accs
+    ]
     wanted = list(dict.fromkeys(block_id for top in tops for block_id in top))
     infos = {info.id: info for info in store.block_info(wanted, namespace=namespace, session_id=session_id)}
     for acc, top in zip(accs, tops, strict=True):
@@ -478,15 +480,25 @@ def _bm25(
     return acc
 
 
-def _ranked(acc: dict[str, _Acc], limit: int | None = None) -> list[ScoredBlock]:
+_Ranking = list[tuple[str, _Acc]]
+"""A ranking before it is shown: `(block_id, accumulator)`, best first. `ScoredBlock`s are built only for the blocks
+a ranking or a fusion keeps (most of ~1,000 candidates are cut; building each cost more than ranking it)."""
+
+
+def _ranked(acc: dict[str, _Acc], limit: int | None = None) -> _Ranking:
     items = [(block_id, entry) for block_id, entry in acc.items() if entry.score > 0]
     key: Callable[[tuple[str, _Acc]], tuple[float, str]] = lambda item: (-item[1].score, item[0])  # noqa: E731
-    order = sorted(items, key=key) if limit is None or len(items) <= limit else heapq.nsmallest(limit, items, key=key)
-    return [ScoredBlock(block_id, entry.score, tuple(entry.matched), tuple(entry.reasons)) for block_id, entry in order]
+    return sorted(items, key=key) if limit is None or len(items) <= limit else heapq.nsmallest(limit, items, key=key)
+
+
+def _scored(ranking: _Ranking) -> list[ScoredBlock]:
+    return [
+        ScoredBlock(block_id, entry.score, tuple(entry.matched), tuple(entry.reasons)) for block_id, entry in ranking
+    ]
 
 
 def _fuse(
-    rankings: Sequence[list[ScoredBlock]],
+    rankings: Sequence[_Ranking],
     k: int,
     weights: Sequence[float],
     limit: int | None = None,
@@ -496,25 +508,25 @@ def _fuse(
     are cut when `limit` is set)."""
     scores: dict[str, float] = defaultdict(float)
     for ranking, weight in zip(rankings, weights, strict=False):
-        top = ranking[0].score if ranking else 0.0
-        for rank, block in enumerate(ranking, start=1):
+        top = ranking[0][1].score if ranking else 0.0
+        for rank, (block_id, entry) in enumerate(ranking, start=1):
             if fusion == 'score':
-                scores[block.block_id] += weight * block.score / top if top > 0 else 0.0
+                scores[block_id] += weight * entry.score / top if top > 0 else 0.0
             else:
-                scores[block.block_id] += weight / (k + rank)
+                scores[block_id] += weight / (k + rank)
     key: Callable[[tuple[str, float]], tuple[float, str]] = lambda item: (-item[1], item[0])  # noqa: E731
     items = [item for item in scores.items() if item[1] > 0]
     order = sorted(items, key=key) if limit is None or len(items) <= limit else heapq.nsmallest(limit, items, key=key)
-    by_id = [{block.block_id: block for block in ranking} for ranking in rankings]
+    by_id = [dict(ranking) for ranking in rankings]
     fused: list[ScoredBlock] = []
     for block_id, score in order:
         matched: dict[str, None] = {}
         reasons: dict[str, None] = {}
-        for blocks in by_id:
-            found = blocks.get(block_id)
+        for entries in by_id:
+            found = entries.get(block_id)
             if found is not None:
-                matched.update(dict.fromkeys(found.matched))
-                reasons.update(dict.fromkeys(found.reasons))
+                matched.update(found.matched)
+                reasons.update(found.reasons)
         fused.append(ScoredBlock(block_id, score, tuple(matched), tuple(reasons)))
     return fused
 
@@ -603,7 +615,7 @@ def rank_blocks(
     bounded = [window.since, window.until, *(() if prefer is None else (prefer.since, prefer.until))]
     cut = limit if all(moment is None for moment in bounded) else None  # time filters reorder: cut after them
     if len(rankings) == 1:
-        ranking = rankings[0] if cut is None else rankings[0][:cut]
+        ranking = _scored(rankings[0] if cut is None else rankings[0][:cut])
     else:
         ranking = _fuse(rankings, config.rrf_k, (config.graph_weight, 1.0), cut, config.fusion)
     if window.since is not None or window.until is not None:
