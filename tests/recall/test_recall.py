@@ -16,7 +16,7 @@ from mementograph.knowledge_graph.recall import (
     render_recall,
     time_range_in,
 )
-from mementograph.knowledge_graph.store import GraphStore, open_store
+from mementograph.knowledge_graph.store import GraphStore, StoreUnavailableError, open_store
 from tests.recall.conftest import DAY2
 
 
@@ -89,6 +89,28 @@ def test_bm25_and_fused_methods(store: GraphStore, ingested: IngestedDialogue) -
     fused = rank_blocks(store, 'passed QuerySet.filter', method='fused', session_id='conv-1')
     assert fused[0].block_id == target
     assert rank_blocks(store, 'the of and', method='fused', session_id='conv-1') == []
+
+
+class SearchDown:
+    """A real store whose full-text search fails (as a lost connection would)."""
+
+    def __init__(self, inner: GraphStore) -> None:
+        self.inner = inner
+
+    def __getattr__(self, name: str) -> object:
+        return getattr(self.inner, name)
+
+    def search_text(self, *args: object, **kwargs: object) -> list[object]:
+        raise StoreUnavailableError('full-text index unreachable')
+
+
+def test_a_failing_search_fails_a_fused_recall_with_the_store_error(store: GraphStore) -> None:
+    """The search runs in a worker thread beside the graph reads: its failure reaches the caller, typed."""
+    failing = SearchDown(store)
+    with pytest.raises(StoreUnavailableError, match='full-text index unreachable'):
+        rank_blocks(failing, 'passed QuerySet.filter', method='fused', session_id='conv-1')  # type: ignore[arg-type]
+    graph = rank_blocks(failing, 'passed QuerySet.filter', method='graph', session_id='conv-1')  # type: ignore[arg-type]
+    assert graph == rank_blocks(store, 'passed QuerySet.filter', method='graph', session_id='conv-1') and graph
 
 
 @pytest.mark.parametrize('query', ['camping with the kids at the lake', 'Caroline adoption agencies Boston'])

@@ -22,8 +22,10 @@ from __future__ import annotations
 
 import heapq
 import math
+import threading
 from collections import defaultdict
 from collections.abc import Callable, Sequence
+from concurrent.futures import Future, ThreadPoolExecutor
 from dataclasses import dataclass, field
 from datetime import datetime
 from difflib import SequenceMatcher
@@ -600,13 +602,26 @@ def rank_blocks(
     analysis = _analyse(recall_store, plan, namespace=namespace, session_id=session_id, config=config)
     accs: list[dict[str, _Acc]] = []
     spread: list[dict[str, _Acc]] = []  # the rankings whose scores flow over `NEXT`
+    searching: Future[dict[str, _Acc]] | None = None
+    if method == 'fused':  # the full-text search runs beside the graph reads (a round trip, or FTS5 in C)
+        searching = _background().submit(
+            _bm25, store, plan, analysis, namespace=namespace, session_id=session_id, config=config
+        )
     if method in ('graph', 'fused'):
-        graph = _graph(recall_store, plan, analysis, namespace=namespace, session_id=session_id, config=config)
+        try:
+            graph = _graph(recall_store, plan, analysis, namespace=namespace, session_id=session_id, config=config)
+        except BaseException:
+            if searching is not None:
+                searching.cancel() or searching.exception()  # never leave it running unobserved
+            raise
         accs.append(graph)
         if graph:
             spread.append(graph)
     if method in ('bm25', 'fused'):
-        text = _bm25(store, plan, analysis, namespace=namespace, session_id=session_id, config=config)
+        if searching is not None:
+            text = searching.result()
+        else:
+            text = _bm25(store, plan, analysis, namespace=namespace, session_id=session_id, config=config)
         accs.append(text)
         if method == 'fused' and config.bm25_next and text:
             spread.append(text)
@@ -647,6 +662,19 @@ def _prefer(
     ]
     boosted.sort(key=lambda b: (-b.score, b.block_id))
     return boosted + ranking[config.prefer_candidates :]
+
+
+_pool: ThreadPoolExecutor | None = None
+_pool_lock = threading.Lock()
+
+
+def _background() -> ThreadPoolExecutor:
+    """Threads for the full-text half of fused recalls (stores are thread-safe: the `GraphStore` contract)."""
+    global _pool
+    with _pool_lock:
+        if _pool is None:
+            _pool = ThreadPoolExecutor(max_workers=4, thread_name_prefix='mementograph-recall')
+        return _pool
 
 
 def _recall_store(store: GraphStore) -> RecallStore:

@@ -99,6 +99,8 @@ class GraphStore(Protocol):
     Reads are scoped by `namespace` (default `'default'`) and, when given, `session_id`; `session_id=None`
     explicitly widens a read to every session of the namespace. A record outside the scope is simply not found.
     Writes are idempotent: ids are derived from content and position, so replaying a write changes nothing.
+    A store is called from several threads (the capability's worker threads, `recall`'s full-text search beside
+    its graph reads), so every method must be safe to call concurrently.
     """
 
     @property

@@ -436,6 +436,8 @@ class SqliteStore:
         self._busy_timeout = busy_timeout
         self._lock = threading.RLock()
         self._conn = self._connect()
+        self._search_lock = threading.Lock()
+        self._search_conn: sqlite3.Connection | None = None
 
     # -- connection -------------------------------------------------------------------------------------------
 
@@ -536,15 +538,47 @@ class SqliteStore:
 
     @contextmanager
     def _read(self) -> Iterator[sqlite3.Connection]:
-        with self._lock:
+        with self._lock, self._read_errors():
+            yield self._conn
+
+    @contextmanager
+    def _read_errors(self) -> Iterator[None]:
+        try:
+            yield
+        except sqlite3.OperationalError as exc:
+            if 'locked' in str(exc) or 'busy' in str(exc):
+                raise StoreBusyError(self._busy_message()) from exc
+            raise StoreUnavailableError(f'reading {self._where()} failed: {exc}') from exc
+        except sqlite3.DatabaseError as exc:
+            raise StoreUnavailableError(f'{self._where()} is corrupt or unreadable: {exc}') from exc
+
+    @contextmanager
+    def _search(self) -> Iterator[sqlite3.Connection]:
+        """The connection full-text searches run on: a second, read-only one for a file store, in one read
+        transaction (one snapshot for the search's few statements).
+
+        FTS5 scores in C with the GIL released, so on its own connection a search overlaps the graph reads `recall`
+        makes meanwhile on the main one (WAL lets readers run beside each other and beside a writer). An in-memory
+        database has only the one connection.
+        """
+        if self._path is None:
+            with self._read() as conn:
+                yield conn
+            return
+        with self._search_lock, self._read_errors():
+            if self._search_conn is None:
+                conn = sqlite3.connect(
+                    str(self._path), timeout=self._busy_timeout, isolation_level=None, check_same_thread=False
+                )
+                conn.execute('PRAGMA query_only = ON')
+                conn.execute('PRAGMA cache_size = -65536')
+                self._search_conn = conn
+            conn = self._search_conn
+            conn.execute('BEGIN')
             try:
-                yield self._conn
-            except sqlite3.OperationalError as exc:
-                if 'locked' in str(exc) or 'busy' in str(exc):
-                    raise StoreBusyError(self._busy_message()) from exc
-                raise StoreUnavailableError(f'reading {self._where()} failed: {exc}') from exc
-            except sqlite3.DatabaseError as exc:
-                raise StoreUnavailableError(f'{self._where()} is corrupt or unreadable: {exc}') from exc
+                yield conn
+            finally:
+                conn.execute('COMMIT')
 
     @contextmanager
     def _write(self) -> Iterator[sqlite3.Connection]:
@@ -580,6 +614,9 @@ class SqliteStore:
         return self._path
 
     def close(self) -> None:
+        with self._search_lock:
+            if self._search_conn is not None:
+                self._search_conn.close()
         with self._lock:
             self._conn.close()
 
@@ -1096,7 +1133,7 @@ class SqliteStore:
             return []
         self._index_text()
         phrases = ['"' + term.replace('"', '""') + '"' for term in terms]
-        with self._read() as conn:
+        with self._search() as conn:
             # the highest rowid: the documents indexed (give or take deletions), read off the B-tree's last page
             docs = conn.execute('SELECT max(rowid) FROM text_fts_docsize').fetchone()[0] or 0
             picked = phrases
