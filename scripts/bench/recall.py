@@ -15,7 +15,9 @@ graph ranking alone (`method='graph'`, Python over the entity reads), and the st
 with the same words (the baseline `recall` cannot be faster than).
 
 Writes a table to stdout and JSON to bench-results/recall.json. Neo4j runs when `--store neo4j://...` is given
-(credentials from NEO4J_USERNAME/NEO4J_PASSWORD).
+(credentials from NEO4J_USERNAME/NEO4J_PASSWORD). With `--keep`, a Neo4j run loads into `bench-recall-keep-SIZE`
+and leaves it there, and the next `--keep` run measures it without loading again (`reused` in the row): a settled
+namespace, where a fresh one is measured right after its load.
 """
 
 from __future__ import annotations
@@ -165,6 +167,12 @@ def main() -> None:
     parser.add_argument('--data', default=os.environ.get('MEMENTOGRAPH_DATA_DIR', str(REPO.parent / 'shared' / 'data')))
     parser.add_argument('--store', action='append', help='sqlite (default), memory, or a neo4j:// URI; repeatable')
     parser.add_argument('--queries', type=int, default=60)
+    parser.add_argument(
+        '--keep',
+        action='store_true',
+        help='Neo4j: load into bench-recall-keep-SIZE, reuse it when it already holds SIZE blocks, never delete it '
+        '(a 100k load takes 10-30 min; remove it later with `mementograph forget --session sN` per session)',
+    )
     args = parser.parse_args()
     # `python scripts/bench/recall.py` puts this folder first on sys.path, where `neo4j.py` (the Neo4j bench)
     # would shadow the driver package that the Neo4j store imports lazily
@@ -183,19 +191,22 @@ def main() -> None:
                 uri = 'memory://' if target == 'memory' else uri
                 store = open_store(uri)
                 # a namespace of the run's own: a shared server (Neo4j) is never touched outside it
-                namespace = f'bench-recall-{os.getpid()}-{size}'
+                keep = args.keep and not uri.startswith(('sqlite://', 'memory://'))
+                namespace = f'bench-recall-keep-{size}' if keep else f'bench-recall-{os.getpid()}-{size}'
                 try:
                     t0 = time.perf_counter()
-                    load(store, sources, size, namespace)
+                    reused = keep and store.stats(namespace=namespace).blocks >= size
+                    if not reused:
+                        load(store, sources, size, namespace)
                     load_s = time.perf_counter() - t0
-                    row = {'blocks': size, 'store': uri.split('://')[0], 'load_s': round(load_s, 1)}
+                    row = {'blocks': size, 'store': uri.split('://')[0], 'load_s': round(load_s, 1), 'reused': reused}
                     # the machine's load before and after: shared cores make every figure depend on it
                     load_before = round(os.getloadavg()[0], 2)
                     row |= measure(store, texts, namespace)
                     row['load_avg_1m_before'] = load_before
                     row['load_avg_1m'] = round(os.getloadavg()[0], 2)
                 finally:
-                    if not uri.startswith(('sqlite://', 'memory://')):
+                    if not keep and not uri.startswith(('sqlite://', 'memory://')):
                         for session in range((size + SESSION_BLOCKS - 1) // SESSION_BLOCKS):
                             store.delete_session(f's{session}', namespace=namespace)
                     store.close()
