@@ -450,8 +450,9 @@ class SessionCompactor:
             return messages, replace(report, skipped='no complete block outside the protected messages')
 
         inputs = []
-        for segment, _ in chosen:
-            block_messages = tuple(await in_thread(self._originals, messages[segment.start : segment.end]))
+        spans = [messages[segment.start : segment.end] for segment, _ in chosen]
+        for originals in await in_thread(lambda: [self._originals(span) for span in spans]):  # one hop for all
+            block_messages = tuple(originals)
             text = render_block(block_messages)
             inputs.append(BlockInput(messages=block_messages, text=text, tokens=self.counter.count_text(text)))
         results: list[MementoResult] = list(await asyncio.gather(*(self.engine.make_memento(b) for b in inputs)))

@@ -611,8 +611,8 @@ def rank_blocks(
         try:
             graph = _graph(recall_store, plan, analysis, namespace=namespace, session_id=session_id, config=config)
         except BaseException:
-            if searching is not None:
-                searching.cancel() or searching.exception()  # never leave it running unobserved
+            if searching is not None and not searching.cancel():
+                searching.exception()  # already running: the search must not outlive the call that started it
             raise
         accs.append(graph)
         if graph:

@@ -438,6 +438,11 @@ class SqliteStore:
         self._conn = self._connect()
         self._search_lock = threading.Lock()
         self._search_conn: sqlite3.Connection | None = None
+        # derived state, current while `_version` (this connection's changes, others' commits) stays the same
+        self._mentions_current: tuple[int, int] | None = None
+        self._text_current: tuple[int, int] | None = None
+        self._graph_cache: tuple[tuple[str, int, int], Any] | None = None
+        self._total_blocks_cache: tuple[tuple[str, int, int], int] | None = None
 
     # -- connection -------------------------------------------------------------------------------------------
 
@@ -951,7 +956,7 @@ class SqliteStore:
         """
         with self._read() as conn:
             version = _version(conn)
-            if version == getattr(self, '_mentions_current', None):  # nothing written since it was current
+            if version == self._mentions_current:  # nothing written since it was current
                 return
             mark = self._mentions_mark(conn)
             top = conn.execute('SELECT coalesce(max(rid), 0) FROM blocks').fetchone()[0]
@@ -1076,7 +1081,7 @@ class SqliteStore:
         """
         with self._read() as conn:  # searches mostly find it current: no write lock for them
             version = _version(conn)
-            if version == getattr(self, '_text_current', None):  # nothing written since it was current
+            if version == self._text_current:  # nothing written since it was current
                 return
             marks = dict(conn.execute("SELECT key, value FROM meta WHERE key LIKE 'fts_%'").fetchall())
             current = all(
@@ -1267,8 +1272,8 @@ class SqliteStore:
 
         self._index_mentions()
         with self._read() as conn:
-            version = (namespace, conn.total_changes, conn.execute('PRAGMA data_version').fetchone()[0])
-            cached: tuple[tuple[str, int, int], Any] | None = getattr(self, '_graph_cache', None)
+            version = (namespace, *_version(conn))
+            cached = self._graph_cache
             if cached is not None and cached[0] == version:
                 return cached[1]
             view = sqlite_graph_view(conn, namespace)
@@ -1345,8 +1350,8 @@ class SqliteStore:
                     found[row[0]] = (row[1], row[2], row[3])
             # the N of IDF, asked on every read: counting 100k index entries each time cost more than the postings,
             # so it is cached until the database changes (this connection's writes or another's commit)
-            version = (namespace, conn.total_changes, conn.execute('PRAGMA data_version').fetchone()[0])
-            cached: tuple[tuple[str, int, int], int] | None = getattr(self, '_total_blocks_cache', None)
+            version = (namespace, *_version(conn))
+            cached = self._total_blocks_cache
             if not count_total:
                 total = 0
             elif cached is not None and cached[0] == version:
