@@ -49,6 +49,12 @@ def test_next_chain_is_spliced_in_seq_order(store: Neo4jStore, unique_namespace:
     assert store.query(CHAIN, namespace=ns, session_id='s') == expected
     _write(store, ns, _block(ns, 4), _block(ns, 16))  # a retried write changes nothing
     assert store.query(CHAIN, namespace=ns, session_id='s') == expected
+    # recall reads a block's neighbours off these edges: they are the nearest blocks by seq, as on SQLite
+    ids = {seq: _block(ns, seq).id for seq in (0, 2, 4, 8, 12, 16)}
+    infos = store.block_info(list(ids.values()), namespace=ns)
+    neighbours = [(ids[0], None, ids[2]), (ids[2], ids[0], ids[4]), (ids[4], ids[2], ids[8]),
+                  (ids[8], ids[4], ids[12]), (ids[12], ids[8], ids[16]), (ids[16], ids[12], None)]  # fmt: skip
+    assert [(info.id, info.previous_id, info.next_id) for info in infos] == neighbours
     out_degrees = store.query(
         'MATCH (b:EvictedBlock {namespace: $namespace}) RETURN COUNT { (b)-[:NEXT]->() } AS out', namespace=ns
     )
