@@ -26,6 +26,7 @@ from pydantic_ai.settings import ModelSettings
 
 from ..._tokens import TokenCounter
 from ._block import BlockInput, actions_for
+from ._dialogue import dialogue_memento, is_dialogue
 from ._facts import Fact, command_facts, critical_facts, fact_present, output_facts
 from ._render import Action, Region, parse_regions
 from ._usage import record_usage
@@ -204,6 +205,9 @@ class ExtractiveCompressor:
     a plan, plus the last command's error or test outcome), the user's request when the block holds one, each
     command with its exit code and the critical lines of its output, then the remaining critical facts grouped by
     kind, then decision and open-item sentences while the target size allows.
+
+    A conversation block (prose turns only, no tool calls) gets a dialogue memento instead (`_dialogue`): the
+    informative sentences of both speakers, each line prefixed by its speaker, relative dates anchored.
     """
 
     target_ratio: float = 0.15
@@ -214,11 +218,14 @@ class ExtractiveCompressor:
     """Caps for successive refinements (each must stay below 1.0: a memento is always shorter than its block)."""
     counter: TokenCounter | None = None
     """Counts tokens; a default `TokenCounter()` is made on first use."""
+    dialogue_ratio: float = 0.21
+    """Aimed-at size of a conversation block's memento (`_dialogue`: prose turns only, no tool calls); sentences
+    holding must-keep facts may push past it, up to the cap."""
     name: str = 'extractive'
     """Recorded on each memento (`MementoRecord.compressor`)."""
 
     def __post_init__(self) -> None:
-        ratios = (self.target_ratio, self.max_ratio, *self.refine_ratios)
+        ratios = (self.target_ratio, self.max_ratio, self.dialogue_ratio, *self.refine_ratios)
         if not all(0 < ratio < 1 for ratio in ratios) or self.target_ratio > self.max_ratio:
             raise ValueError(f'ratios must be in (0, 1) with target_ratio <= max_ratio, got {ratios}')
 
@@ -240,6 +247,16 @@ class ExtractiveCompressor:
             cap = next(
                 (ratio for ratio in self.refine_ratios if ratio > previous_ratio + 0.01), max(self.refine_ratios)
             )
+        if is_dialogue(block):
+            memento = dialogue_memento(
+                block,
+                budget=int(block_tokens * self.dialogue_ratio),
+                limit=min(int(block_tokens * cap), block_tokens - 1),
+                pinned=_pinned(feedback),
+                count=self._tokens,
+            )
+            if memento:
+                return memento
         items = self._items(block, _pinned(feedback))
         return self._select_and_render(items, block_tokens, cap)
 

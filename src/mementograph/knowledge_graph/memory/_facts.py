@@ -80,6 +80,7 @@ from ._render import Region, parse_regions
 
 __all__ = (
     'FACT_KINDS',
+    'MUST_KEEP_KINDS',
     'Fact',
     'FactKind',
     'command_facts',
@@ -109,6 +110,9 @@ FACT_KINDS: Final[tuple[FactKind, ...]] = (
     'command',
     'output',
 )
+MUST_KEEP_KINDS: Final = frozenset({'formula', 'number', 'version', 'command', 'exit_code', 'error', 'test', 'path'})
+"""Kinds a memento must keep: the judge deducts for any one missing, and a dialogue memento forces in the sentence
+holding each."""
 
 MAX_FACT_CHARS: Final = 160
 SHORT_OUTPUT_LINES: Final = 3

@@ -11,7 +11,9 @@ first 0-1, with deductions of 2 points for any missing must-keep fact and 2 for 
   memento that is not in the block -- a fact (path, number, identifier, exit code, ...) or a code-shaped token
   (with a digit, `_`, `/`, an inner `.` or an inner capital) -- zeroes "no hallucination" and costs the deduction.
   Plain English words are not checked (paraphrase is allowed for prose). A memento that is not shorter than its
-  block never passes.
+  block never passes. Date anchors a dialogue memento adds ("yesterday (7 May 2023)", `_dialogue`) are accepted
+  exactly as the resolver derives them from the block's messages and timestamps; any other date-shaped
+  parenthesis that the block does not hold counts as invented.
 - `LLMJudge` asks any pydantic-ai model for the same six scores plus what is missing or invented: it can judge
   what words cannot be matched for (a wrong claim, process narrative, a paraphrased formula).
 - `CombinedJudge` takes, per dimension, the lower of the two scores, keeps the rubric's deductions, and passes
@@ -35,7 +37,8 @@ from pydantic_ai.settings import ModelSettings
 from ..._tokens import TokenCounter
 from ._block import BlockInput, actions_for
 from ._compress import _model_name
-from ._facts import command_facts, critical_facts, exit_codes_in, fact_present
+from ._dialogue import strip_derived_anchors
+from ._facts import MUST_KEEP_KINDS, command_facts, critical_facts, exit_codes_in, fact_present
 from ._usage import record_usage
 
 __all__ = (
@@ -64,7 +67,6 @@ DIMENSIONS: Final[Mapping[str, float]] = {
 
 MISSING_DEDUCTION: Final = 2.0
 INVENTED_DEDUCTION: Final = 2.0
-MUST_KEEP_KINDS: Final = frozenset({'formula', 'number', 'version', 'command', 'exit_code', 'error', 'test', 'path'})
 _DIMENSION_KINDS: Final[Mapping[str, frozenset[str]]] = {
     'formulas': frozenset({'formula'}),
     'values': frozenset({'number', 'version', 'output'}),
@@ -223,7 +225,10 @@ class RubricJudge:
         return total, problems
 
     def _invented(self, block: BlockInput, memento: str) -> list[str]:
-        invented: list[str] = []
+        # Date anchors ("yesterday (7 May 2023)") are derived from the messages' timestamps, not copied: accept
+        # exactly the ones the resolver derives for this block, and count any other date anchor as invented.
+        memento, wrong_anchors = strip_derived_anchors(memento, block)
+        invented: list[str] = [f'anchor: {anchor}' for anchor in wrong_anchors]
         block_codes = exit_codes_in(block.text)
         for fact in critical_facts(memento):
             if fact.kind == 'exit_code':

@@ -1,0 +1,191 @@
+"""`_dates` -- relative time expressions resolved against the moment they were said.
+
+A memento is read later, maybe months later, so "yesterday" in it means nothing: a memento must keep dates
+absolute. `find_anchors` finds the relative expressions of a message ("yesterday", "last week", "next month",
+"two days ago", "last Saturday", ...) and resolves each against the message's timestamp; `anchor_text` writes the
+resolution right after the expression, in parentheses, the way LoCoMo's annotators wrote their answers:
+
+- `yesterday (7 May 2023)`, `tonight (8 May 2023)`, `two days ago (6 May 2023)`
+- `last week (the week before 9 June 2023)`, `this weekend (the weekend of 24 June 2023)`
+- `next month (June 2023)`, `last year (2022)`, `three years ago (2020)`
+- `last Saturday (the Saturday before 25 May 2023)`, `two weeks ago (two weeks before 11 August 2023)`
+
+Vague expressions ("the other day", "recently", "a few days ago", "on Friday") are left alone: an anchor must be
+derivable, never guessed. Everything here is a pure function of the text and the timestamp, so the judge can
+derive exactly the same anchors to tell them from invented dates.
+"""
+
+from __future__ import annotations
+
+import re
+from collections.abc import Callable
+from dataclasses import dataclass
+from datetime import date, datetime, timedelta
+from typing import Final
+
+__all__ = ('DateAnchor', 'anchor_text', 'find_anchors', 'format_day')
+
+MONTHS: Final = (
+    'January',
+    'February',
+    'March',
+    'April',
+    'May',
+    'June',
+    'July',
+    'August',
+    'September',
+    'October',
+    'November',
+    'December',
+)
+WEEKDAYS: Final = ('Monday', 'Tuesday', 'Wednesday', 'Thursday', 'Friday', 'Saturday', 'Sunday')
+_NUMBER_WORDS: Final = {
+    'a': 1,
+    'an': 1,
+    'one': 1,
+    'two': 2,
+    'three': 3,
+    'four': 4,
+    'five': 5,
+    'six': 6,
+    'seven': 7,
+    'eight': 8,
+    'nine': 9,
+    'ten': 10,
+    'eleven': 11,
+    'twelve': 12,
+}
+_COUNT = rf'(?P<n>\d{{1,2}}|{"|".join(_NUMBER_WORDS)})'
+# Full names, then the short forms people type ("last Fri", "last Tues").
+_WEEKDAY = rf'(?P<weekday>{"|".join(WEEKDAYS)}|Mon|Tues|Tue|Wed|Thurs|Thur|Thu|Fri|Sat|Sun)'
+
+
+@dataclass(frozen=True)
+class DateAnchor:
+    """One relative expression of a text and what it resolves to."""
+
+    start: int
+    """Where the expression starts in the text."""
+    end: int
+    """Where it ends (exclusive)."""
+    expression: str
+    """The expression, verbatim (`Last week`)."""
+    anchor: str
+    """Its absolute form (`the week before 9 June 2023`)."""
+
+    @property
+    def anchored(self) -> str:
+        """The expression followed by its anchor, as `anchor_text` writes it: `Last week (the week before ...)`."""
+        return f'{self.expression} ({self.anchor})'
+
+
+def format_day(day: date) -> str:
+    """`7 May 2023` (LoCoMo's form: no leading zero, month name, four-digit year)."""
+    return f'{day.day} {MONTHS[day.month - 1]} {day.year}'
+
+
+def _month(day: date, offset: int) -> str:
+    index = day.year * 12 + day.month - 1 + offset
+    return f'{MONTHS[index % 12]} {index // 12}'
+
+
+def _count(match: re.Match[str]) -> int:
+    value = match.group('n').lower()
+    return int(value) if value.isdigit() else _NUMBER_WORDS[value]
+
+
+def _weekday(match: re.Match[str]) -> str:
+    prefix = match.group('weekday')[:3].lower()
+    return next(name for name in WEEKDAYS if name.lower().startswith(prefix))
+
+
+def _direction(match: re.Match[str]) -> str:
+    word = match.group('which').lower()
+    return 'before' if word in ('last', 'this past', 'past') else 'after' if word == 'next' else 'of'
+
+
+_Resolver = Callable[[re.Match[str], date], str | None]
+
+# Longest expressions first: "the day before yesterday" must win over "yesterday".
+_RULES: Final[tuple[tuple[str, _Resolver], ...]] = (
+    (r'the day before yesterday', lambda m, d: format_day(d - timedelta(days=2))),
+    (r'the day after tomorrow', lambda m, d: format_day(d + timedelta(days=2))),
+    (r'yesterday|last night', lambda m, d: format_day(d - timedelta(days=1))),
+    (r'today|tonight|this (?:morning|afternoon|evening)', lambda m, d: format_day(d)),
+    (r'tomorrow', lambda m, d: format_day(d + timedelta(days=1))),
+    (r'(?P<which>last|this past|this|next) weekend', lambda m, d: f'the weekend {_direction(m)} {format_day(d)}'),
+    (r'(?P<which>last|this past|this|next) week', lambda m, d: f'the week {_direction(m)} {format_day(d)}'),
+    (r'last month', lambda m, d: _month(d, -1)),
+    (r'this month', lambda m, d: _month(d, 0)),
+    (r'next month', lambda m, d: _month(d, 1)),
+    (r'last year', lambda m, d: str(d.year - 1)),
+    (r'this year', lambda m, d: str(d.year)),
+    (r'next year', lambda m, d: str(d.year + 1)),
+    (
+        rf'(?P<which>last|this past|next) {_WEEKDAY}',
+        lambda m, d: f'the {_weekday(m)} {_direction(m)} {format_day(d)}',
+    ),
+    (rf'{_COUNT} days? ago', lambda m, d: format_day(d - timedelta(days=_count(m)))),
+    (rf'{_COUNT} weeks? ago', lambda m, d: f'{m.group("n")} week{"s" * (_count(m) > 1)} before {format_day(d)}'),
+    (rf'{_COUNT} months? ago', lambda m, d: _month(d, -_count(m))),
+    (rf'{_COUNT} years? ago', lambda m, d: str(d.year - _count(m))),
+)
+# One scan for every rule: each rule is a numbered group (its own named groups made anonymous, as names may not
+# repeat), and the matched rule re-reads the expression alone to get its named groups.
+_EXPRESSION: Final = re.compile(
+    '|'.join(
+        rf'(?P<r{index}>\b(?:{re.sub(r"[(][?]P<[a-z]+>", "(?:", pattern)})\b)'
+        for index, (pattern, _) in enumerate(_RULES)
+    ),
+    re.IGNORECASE,
+)
+_FOLLOWING_ANCHOR: Final = re.compile(r'\s*\(')
+_POSSESSIVE: Final = re.compile(r"['\u2019]s\b")
+
+
+def _rule_match(match: re.Match[str]) -> tuple[re.Match[str], _Resolver] | None:
+    """The rule whose group matched, with a match of that rule alone (so its named groups can be read)."""
+    for index, (pattern, resolve) in enumerate(_RULES):
+        if match.group(f'r{index}') is not None:
+            alone = re.fullmatch(pattern, match.group(0), re.IGNORECASE)
+            return (alone, resolve) if alone else None
+    return None
+
+
+def find_anchors(text: str, when: date | datetime) -> tuple[DateAnchor, ...]:
+    """The relative time expressions of `text`, each resolved against `when` (the moment the text was written).
+
+    An expression already followed by a parenthesis is skipped (it is anchored already, e.g. a memento of
+    mementos). Vague counts ("a few days ago") never match.
+    """
+    day = when.date() if isinstance(when, datetime) else when
+    anchors: list[DateAnchor] = []
+    for match in _EXPRESSION.finditer(text):
+        # "last year's show" is anchored after the possessive: "last year's (2022) show"
+        possessive = _POSSESSIVE.match(text, match.end())
+        end = possessive.end() if possessive else match.end()
+        if _FOLLOWING_ANCHOR.match(text, end):
+            continue
+        found = _rule_match(match)
+        if found is None:
+            continue
+        alone, resolve = found
+        anchor = resolve(alone, day)
+        if anchor:
+            anchors.append(DateAnchor(match.start(), end, text[match.start() : end], anchor))
+    return tuple(anchors)
+
+
+def anchor_text(text: str, when: date | datetime | None) -> str:
+    """`text` with each relative expression followed by its anchor in parentheses (unchanged without `when`)."""
+    if when is None:
+        return text
+    pieces: list[str] = []
+    cursor = 0
+    for anchor in find_anchors(text, when):
+        pieces.append(text[cursor : anchor.end])
+        pieces.append(f' ({anchor.anchor})')
+        cursor = anchor.end
+    pieces.append(text[cursor:])
+    return ''.join(pieces)

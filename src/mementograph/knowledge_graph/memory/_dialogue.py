@@ -1,0 +1,376 @@
+"""`_dialogue` -- mementos of conversation blocks: the informative sentences of both speakers, dates made absolute.
+
+A block whose messages hold no tool call, tool return or text-protocol action is a conversation, not an agent
+trace: it has no command, output or result line to keep, and the agent-trace selection (first sentence of the
+answer as the result, first two of the request) keeps chit-chat and drops what the second speaker said. Here every
+turn is split into sentences (a bracketed note such as `[shares a photo: ...]` is a sentence of its own), each
+scored by what it adds -- content words, names, numbers and dates not already picked -- with greetings, thanks,
+praise and questions that state nothing scoring nothing. The best sentences per token are picked within the size
+target, sentences holding a must-keep fact (numbers, paths, ...) or a fact the judge named first. They are written
+verbatim, in turn order, one line per turn prefixed by its speaker (the `Name: ` the turn starts with, else its
+role), the first line labelled `RESULT:`.
+
+Relative dates are anchored (`_dates`): "yesterday" becomes "yesterday (7 May 2023)", resolved against the
+message's own timestamp. The judge derives the same anchors from the same messages (`derived_anchors`) and accepts
+exactly those, so an anchor is never mistaken for an invented date and a wrong one is never accepted.
+"""
+
+from __future__ import annotations
+
+import re
+from collections.abc import Callable, Sequence
+from dataclasses import dataclass
+from datetime import datetime
+from typing import Final
+
+from pydantic_ai.messages import ModelMessage, ModelRequest, ModelResponse, SystemPromptPart, TextPart, UserPromptPart
+
+from ..._transcripts import split_bash_action
+from ._block import BlockInput
+from ._dates import MONTHS, anchor_text, find_anchors
+from ._facts import MUST_KEEP_KINDS, Fact, critical_facts, fact_present
+from ._render import is_observation
+
+__all__ = ('derived_anchors', 'dialogue_memento', 'is_dialogue', 'strip_derived_anchors')
+
+_SPEAKER: Final = re.compile(r"^([A-Z][\w'.-]{0,30}(?: [A-Z][\w'.-]{0,30}){0,2}): (?=\S)")
+_FENCE: Final = re.compile(r'^[ \t]*(?:`{3,}|~{3,})', re.MULTILINE)
+_NOTE: Final = re.compile(r'\[[^\[\]\n]{3,400}\]')
+# A sentence ends at . ! or ? before a space, except after a title ("Dr. Smith" stays one sentence).
+_SENTENCE_END: Final = re.compile(r'(?<=[.!?])(?<!\bDr\.)(?<!\bMr\.)(?<!\bMs\.)(?<!\bMrs\.)(?<!\bSt\.)\s+|\n+')
+# Clauses a long sentence is cut at (a dash or a semicolon between two statements), and a leading address or
+# interjection ("Yeah, ", "Wow, Caroline, ") that is trimmed: both keep the words verbatim and save tokens.
+_CLAUSE: Final = re.compile(r'\s+[-\u2013\u2014]+\s+|;\s+')
+_LEAD: Final = re.compile(r"^(?:[A-Za-z'\u2019]+(?: [A-Za-z'\u2019]+)?[,!]\s+)+")
+# What a sentence's new words are worth: 1 each, more for a name or number and most for an absolute date (what
+# temporal questions ask for), less in a photo caption (a generic description of an image) or a question.
+_NAME_WEIGHT: Final = 2.0
+_ANCHOR_WEIGHT: Final = 3.0
+_NOTE_WEIGHT: Final = 0.4
+_QUESTION_WEIGHT: Final = 0.5
+"""A question states nothing (a user's question to an assistant is its request, so it is not discounted)."""
+_USER_WEIGHT: Final = 4.0
+"""In a user/assistant chat the user's sentences hold the personal facts; the assistant's text is generic and can
+be asked for again (unweighted, it cost pooled LongMemEval 0.018 recall_all@5 through the indexed mementos)."""
+_UNIT_COST: Final = 10
+"""Tokens added to a sentence's own when ranking by gain per token: favours one full statement over scraps."""
+_FIRST_SLACK: Final = 2.0
+"""The first sentence may take this multiple of the budget (a short block's one statement can exceed it)."""
+_WORD: Final = re.compile(r"[A-Za-z][A-Za-z'\u2019-]*|\d[\d,.:/%]*")
+_ANCHOR_SHAPE: Final = re.compile(
+    rf'\((?:\w+ \w+ (?:before|after|of) )?(?:\d{{1,2}} )?(?:(?:{"|".join(MONTHS)}) )?\d{{4}}\)', re.IGNORECASE
+)
+
+
+def _word_set(words: str) -> frozenset[str]:
+    return frozenset(words.split())
+
+
+_STOP: Final = _word_set(
+    """a about above after again against all also am an and any are aren't as at be because been before being
+    below between both but by can can't could couldn't did didn't do does doesn't doing don't down during each few
+    for from further get gets getting got gonna had hadn't has hasn't have haven't having he he'd he'll he's her
+    here here's hers herself him himself his how how's i i'd i'll i'm i've if in into is isn't it it's its itself
+    just let's me more most much must my myself no nor not now of off on once only or other ought our ours
+    ourselves out over own same she she'd she'll she's should shouldn't so some such than that that's the their
+    theirs them themselves then there there's these they they'd they'll they're they've this those through to too
+    under until up very was wasn't we we'd we'll we're we've were weren't what what's when when's where where's
+    which while who who's whom why why's will with won't would wouldn't you you'd you'll you're you've your yours
+    yourself yourselves yeah yep yes oh ok okay hey hi hello bye wow haha lol hah woah whoa ya btw anyway though
+    still even ever really totally definitely absolutely sure thing things stuff lot lots kinda sorta pretty super
+    way well like"""
+)
+_GENERIC: Final = _word_set(
+    """thanks thank thankful grateful appreciate appreciated great awesome amazing cool nice good glad happy
+    wonderful fantastic incredible awesome love loved lovely sweet beautiful gorgeous fun proud inspiring inspired
+    impressive sounds sound seems looks look looking mean means meant words kind congrats congratulations
+    agree glad excited exciting stoked cheers hope hoping wish wishes luck care feel feeling felt know knew think
+    thought guess tell telling told talk talking chat chatting catch catching see seeing saw keep going doing
+    done said say says wanted want wants time times day long"""
+)
+
+
+@dataclass
+class _Unit:
+    """One sentence (or bracketed note) of a turn, already anchored."""
+
+    turn: int
+    order: int
+    text: str
+    words: frozenset[str]
+    weights: dict[str, float]
+    tokens: int
+    question: bool
+    forced: bool = False
+
+
+@dataclass(frozen=True)
+class _Turn:
+    speaker: str
+    body: str
+    stamp: datetime | None
+
+
+def is_dialogue(block: BlockInput) -> bool:
+    """A block of prose turns only: messages without tool calls, tool returns, retries, thinking, text-protocol
+    actions and observations, or fenced code (an agent's task statement or a plan with code is a trace, not a
+    chat). A text-only block (no messages) is not: its turns and timestamps are unknown."""
+    if not block.messages or _FENCE.search(block.text):
+        return False
+    prose = False
+    for message in block.messages:
+        for part in message.parts:
+            if isinstance(part, UserPromptPart):
+                if not isinstance(part.content, str) or is_observation(part):
+                    return False
+                prose = True
+            elif isinstance(part, TextPart):
+                if split_bash_action(part.content) is not None:
+                    return False
+                prose = True
+            elif not isinstance(part, SystemPromptPart):
+                return False
+    return prose
+
+
+def _turns(messages: Sequence[ModelMessage]) -> list[_Turn]:
+    """Each prose part with its speaker (the `Name: ` it starts with, else its role) and its message's time."""
+    turns: list[_Turn] = []
+    for message in messages:
+        for part in message.parts:
+            if isinstance(part, UserPromptPart) and isinstance(part.content, str):
+                role, text, stamp = 'user', part.content, part.timestamp
+            elif isinstance(part, TextPart):
+                assert isinstance(message, ModelResponse)
+                role, text, stamp = 'assistant', part.content, message.timestamp
+            elif isinstance(part, SystemPromptPart):
+                role, text, stamp = 'system', part.content, part.timestamp
+            else:
+                continue
+            text = text.strip()
+            if text:
+                turns.append(_Turn(role, text, stamp))
+    # Names are read only when every turn starts with one (LoCoMo's "Caroline: ..."); otherwise a leading
+    # "Note: ..." would pass for a speaker.
+    named = [_SPEAKER.match(turn.body) for turn in turns]
+    if turns and all(named):
+        return [
+            _Turn(match.group(1), turn.body[match.end() :], turn.stamp)
+            for turn, match in zip(turns, named, strict=True)
+            if match
+        ]
+    return turns
+
+
+def _message_texts(messages: Sequence[ModelMessage]) -> list[tuple[str, datetime | None]]:
+    texts: list[tuple[str, datetime | None]] = []
+    for message in messages:
+        for part in message.parts:
+            if isinstance(part, UserPromptPart) and isinstance(part.content, str) and not is_observation(part):
+                texts.append((part.content, part.timestamp))
+            elif isinstance(part, TextPart) and isinstance(message, ModelResponse):
+                texts.append((part.content, message.timestamp))
+            elif isinstance(part, SystemPromptPart) and isinstance(message, ModelRequest):
+                texts.append((part.content, part.timestamp))
+    return texts
+
+
+def derived_anchors(messages: Sequence[ModelMessage]) -> frozenset[str]:
+    """Every `expression (anchor)` the resolver derives for these messages' prose, each against its own message's
+    timestamp: exactly what a dialogue memento may add to the block's words."""
+    return frozenset(
+        anchor.anchored
+        for text, stamp in _message_texts(messages)
+        if stamp is not None
+        for anchor in find_anchors(text, stamp)
+    )
+
+
+def strip_derived_anchors(memento: str, block: BlockInput) -> tuple[str, list[str]]:
+    """`(memento without the anchors derived from the block's messages, anchors it holds that are not derived)`.
+
+    A derived anchor is removed only where it follows its own expression. A date-shaped parenthesis that is left
+    and is not in the block's text is reported: the judge counts it as invented.
+    """
+    for anchored in sorted(derived_anchors(block.messages), key=len, reverse=True):
+        expression = anchored[: anchored.rindex(' (')]
+        memento = memento.replace(anchored, expression)
+    wrong = [match.group(0) for match in _ANCHOR_SHAPE.finditer(memento) if match.group(0) not in block.text]
+    return memento, wrong
+
+
+def _names(turns: Sequence[_Turn]) -> set[str]:
+    return {part.lower() for turn in turns for part in turn.speaker.split()}
+
+
+def _is_name(word: str, names: set[str]) -> bool:
+    """A speaker's name or a short form of it ("Mel" for Melanie): vocatives, not facts."""
+    lowered = word.lower()
+    return any(name.startswith(lowered) and len(lowered) >= 2 for name in names)
+
+
+def _units(turns: Sequence[_Turn], count: Callable[[str], int]) -> list[_Unit]:
+    names = _names(turns)
+    units: list[_Unit] = []
+    for index, turn in enumerate(turns):
+        body = anchor_text(turn.body, turn.stamp)
+        pieces: list[str] = []
+        cursor = 0
+        for note in _NOTE.finditer(body):
+            pieces.extend(_SENTENCE_END.split(body[cursor : note.start()]))
+            pieces.append(note.group(0))
+            cursor = note.end()
+        pieces.extend(_SENTENCE_END.split(body[cursor:]))
+        for piece in _clauses(pieces):
+            text = _trim_lead(piece.strip(), names)
+            if not text:
+                continue
+            weights = _weights(text, names)
+            factor = 1.0
+            if _NOTE.fullmatch(text):  # a photo caption: a generic description, cheap words worth less
+                factor = _NOTE_WEIGHT
+            elif turn.speaker == 'user':  # a user/assistant chat: the user's own facts are what is asked later
+                factor = _USER_WEIGHT
+            if factor != 1.0:
+                weights = {word: weight * factor for word, weight in weights.items()}
+            units.append(
+                _Unit(
+                    turn=index,
+                    order=len(units),
+                    text=text,
+                    words=frozenset(weights),
+                    weights=weights,
+                    tokens=count(text) + 1,
+                    question=text.endswith('?') and turn.speaker != 'user',
+                )
+            )
+    return units
+
+
+def _clauses(pieces: Sequence[str]) -> list[str]:
+    out: list[str] = []
+    for piece in pieces:
+        if _NOTE.fullmatch(piece.strip()):
+            out.append(piece)
+        else:
+            out.extend(_CLAUSE.split(piece))
+    return out
+
+
+def _trim_lead(text: str, names: set[str]) -> str:
+    """`text` without a leading address or interjection made only of stop words, chat words and names."""
+    match = _LEAD.match(text)
+    if not match:
+        return text
+    words = re.findall(r"[A-Za-z'\u2019]+", match.group(0))
+    if all(word.lower() in _STOP or word.lower() in _GENERIC or _is_name(word, names) for word in words):
+        return text[match.end() :]
+    return text
+
+
+def _weights(text: str, names: set[str]) -> dict[str, float]:
+    """What each content word of a sentence is worth: 1, 2 for a name or a number, 3 for an anchored date."""
+    weights: dict[str, float] = {}
+    for anchor in _ANCHOR_SHAPE.finditer(text):
+        weights[anchor.group(0).lower()] = _ANCHOR_WEIGHT
+    plain = _ANCHOR_SHAPE.sub(' ', text)
+    for position, match in enumerate(_WORD.finditer(plain)):
+        word = match.group(0).strip("'\u2019-.,")
+        lowered = word.lower()
+        if not word or lowered in _STOP or lowered in _GENERIC or _is_name(word, names):
+            continue
+        if word[0].isdigit() or (word[0].isupper() and position > 0):  # a number or a name
+            weight = _NAME_WEIGHT
+        elif len(word) <= 2:
+            continue
+        else:
+            weight = 1.0
+        weights[lowered] = max(weights.get(lowered, 0.0), weight)
+    return weights
+
+
+def _gain(unit: _Unit, seen: set[str]) -> float:
+    gain = sum(weight for word, weight in unit.weights.items() if word not in seen)
+    return gain * (_QUESTION_WEIGHT if unit.question else 1.0)
+
+
+def dialogue_memento(
+    block: BlockInput,
+    *,
+    budget: int,
+    limit: int,
+    pinned: set[str],
+    count: Callable[[str], int],
+    min_gain: float = 2.0,
+) -> str:
+    """The memento of a dialogue block: forced sentences (must-keep facts, pinned facts) first, then the best gain
+    per token within `budget` tokens; the rendered text is cut to `limit` tokens, least useful sentence first.
+
+    Returns `''` when the result would not fit `limit` or lacks a must-keep fact (the caller then uses the
+    agent-trace path, which never loses a fact to sentence boundaries)."""
+    turns = _turns(block.messages)
+    units = _units(turns, count)
+    if not units:
+        return ''
+    # each must-keep fact (and each fact the judge named) forces the first sentence that holds it, and only that
+    must_keep = [fact for fact in critical_facts(block.text) if fact.kind in MUST_KEEP_KINDS]
+    wanted = [*must_keep, *(Fact(text, 'identifier') for text in sorted(pinned))]
+    for unit in units:
+        held = [fact for fact in wanted if fact_present(fact, unit.text)]
+        if held:
+            unit.forced = True
+            wanted = [fact for fact in wanted if fact not in held]
+    selected: dict[int, float] = {}
+    seen: set[str] = set()
+    used = 0
+    picked = 0  # sentences chosen for their gain (not forced): the first may exceed the budget
+    for unit in units:
+        if unit.forced:
+            selected[unit.order] = 1e9
+            seen |= unit.words
+            used += unit.tokens
+    while True:
+        best: _Unit | None = None
+        best_value = 0.0
+        for unit in units:
+            room = budget * _FIRST_SLACK if not picked else budget
+            if unit.order in selected or used + unit.tokens > room:
+                continue
+            gain = _gain(unit, seen)
+            value = gain / (unit.tokens + _UNIT_COST)
+            if gain >= min_gain and value > best_value:
+                best, best_value = unit, value
+        if best is None:
+            break
+        selected[best.order] = best_value
+        picked += 1
+        seen |= best.words
+        used += best.tokens
+    if not selected:  # nothing informative: keep the most substantial sentence so the memento says something
+        first = max(units, key=lambda unit: (len(unit.weights), -unit.order))
+        selected[first.order] = 0.0
+    text = _render(turns, units, selected)
+    ranked = sorted(selected, key=lambda order: (selected[order], -order), reverse=True)
+    while count(text) > limit and len(ranked) > 1:
+        del selected[ranked.pop()]
+        text = _render(turns, units, selected)
+    if count(text) > limit or not all(fact_present(fact, text) for fact in must_keep):
+        # a fact no sentence carries whole, or too many facts for the cap: the agent-trace path lists facts
+        # one by one, so the caller falls back to it
+        return ''
+    return text
+
+
+def _render(turns: Sequence[_Turn], units: Sequence[_Unit], selected: dict[int, float]) -> str:
+    lines: list[str] = []
+    current = -1
+    for unit in units:
+        if unit.order not in selected:
+            continue
+        if unit.turn != current:
+            current = unit.turn
+            lines.append(f'{turns[unit.turn].speaker}: {unit.text}')
+        else:
+            lines[-1] += f' {unit.text}'
+    lines[0] = f'RESULT: {lines[0]}'
+    return '\n'.join(lines)

@@ -1,0 +1,177 @@
+"""Conversation blocks get dialogue mementos: both speakers' facts, verbatim, dates made absolute and accepted by
+the judge exactly as the resolver derives them."""
+
+from __future__ import annotations
+
+from datetime import UTC, datetime, timedelta
+
+import pytest
+from pydantic_ai.messages import ModelMessage, ModelRequest, ModelResponse, TextPart, UserPromptPart
+
+from mementograph._tokens import TokenCounter
+from mementograph.knowledge_graph.memory import BlockInput, ExtractiveCompressor, MementoEngine, RubricJudge
+from mementograph.knowledge_graph.memory._dialogue import derived_anchors, dialogue_memento, is_dialogue
+
+from ._build import bash, block_of, debugging_block, observation, say, user
+
+COUNTER = TokenCounter()
+SESSION = datetime(2023, 5, 8, 13, 56, tzinfo=UTC)
+
+
+def turn(role: str, text: str, index: int) -> ModelMessage:
+    stamp = SESSION + timedelta(seconds=30 * index)
+    if role == 'user':
+        return ModelRequest(parts=[UserPromptPart(text, timestamp=stamp)])
+    return ModelResponse(parts=[TextPart(text)], timestamp=stamp)
+
+
+def chat() -> BlockInput:
+    texts = [
+        ('user', 'Caroline: Hey Mel! Good to see you! How have you been?'),
+        ('assistant', "Melanie: Hey Caroline! Good to see you! I'm swamped with the kids & work. What's up with you?"),
+        ('user', 'Caroline: I went to a LGBTQ support group yesterday and it was so powerful.'),
+        ('assistant', 'Melanie: Wow, that sounds great! Thanks for sharing, Caroline. You are so brave!'),
+        ('user', 'Caroline: Thanks, Mel! That means a lot. What did you do?'),
+        ('assistant', "Melanie: Oh, nothing much, just the usual! It's been a busy few days, to be honest."),
+        ('user', "Caroline: I hear you, Mel. Busy is good though! I'm glad you're doing well. Tell me more!"),
+        (
+            'assistant',
+            'Melanie: Awesome! I ran a charity race for mental health last Saturday with my sister Anna. '
+            'We are camping in the mountains next month.',
+        ),
+    ]
+    return BlockInput.from_messages([turn(role, text, i) for i, (role, text) in enumerate(texts)], COUNTER)
+
+
+@pytest.fixture(scope='module')
+def memento() -> str:
+    # a roomier target than the default, so that both speakers' statements fit
+    return ExtractiveCompressor(counter=COUNTER, dialogue_ratio=0.3).extract(chat())
+
+
+def test_dialogue_memento_keeps_both_speakers_facts_with_absolute_dates(memento: str) -> None:
+    lines = memento.splitlines()
+    assert lines[0].startswith('RESULT: ')
+    assert 'Caroline: I went to a LGBTQ support group yesterday (7 May 2023) and it was so powerful.' in memento
+    assert 'Melanie: I ran a charity race for mental health last Saturday (the Saturday before 8 May 2023)' in memento
+    # every line is one speaker's verbatim sentences, in turn order
+    assert all(line.removeprefix('RESULT: ').startswith(('Caroline: ', 'Melanie: ')) for line in lines)
+    assert memento.index('Caroline: I went') < memento.index('Melanie: I ran')
+
+
+def test_chit_chat_is_left_out(memento: str) -> None:
+    for chatter in ('Good to see you', 'Thanks', 'You are so brave', 'What did you do?', 'How have you been?'):
+        assert chatter not in memento
+
+
+def test_dialogue_memento_is_verified_and_small(memento: str) -> None:
+    block = chat()
+    verdict = RubricJudge(counter=COUNTER).check(block, memento)
+    assert verdict.passed and verdict.invented == ()
+    assert COUNTER.count_text(memento) < 0.5 * block.tokens
+
+
+def test_judge_accepts_exactly_the_derived_anchors(memento: str) -> None:
+    block = chat()
+    assert 'yesterday (7 May 2023)' in derived_anchors(block.messages)
+    judge = RubricJudge(counter=COUNTER)
+    wrong_day = memento.replace('yesterday (7 May 2023)', 'yesterday (6 May 2023)')
+    assert wrong_day != memento
+    verdict = judge.check(block, wrong_day)
+    assert not verdict.passed and 'anchor: (6 May 2023)' in verdict.invented
+    # a right date after the wrong expression is not derived either
+    moved = memento.replace('yesterday (7 May 2023)', 'yesterday').replace(
+        'mental health', 'mental health (7 May 2023)'
+    )
+    assert not judge.check(block, moved).passed
+    # the anchors are derived from the timestamps: without them the same memento invents dates
+    bare = BlockInput((), block.text, block.tokens)
+    assert not judge.check(bare, memento).passed
+
+
+def test_wrong_anchor_shapes_are_rejected_even_when_their_numbers_are_in_the_block() -> None:
+    block = BlockInput.from_messages(
+        [turn('user', 'Ann: We moved in 2022 and I started 12 May 2023 at the lab yesterday.', 0)], COUNTER
+    )
+    good = 'RESULT: Ann: I started 12 May 2023 at the lab yesterday (7 May 2023).'
+    bad = 'RESULT: Ann: I started 12 May 2023 at the lab yesterday (the week before 12 May 2023).'
+    judge = RubricJudge(counter=COUNTER)
+    assert judge.check(block, good).invented == ()
+    assert 'anchor: (the week before 12 May 2023)' in judge.check(block, bad).invented
+
+
+def test_role_is_the_speaker_when_turns_are_unnamed() -> None:
+    block = block_of(
+        [
+            user('Which database should the billing service use? We compared Postgres and DynamoDB last week.'),
+            say('The team chose Postgres because the invoices need joins across 14 tables. Great question!'),
+        ],
+        COUNTER,
+    )
+    assert is_dialogue(block)
+    memento = ExtractiveCompressor(counter=COUNTER).extract(block)
+    assert memento.startswith('RESULT: ')
+    assert 'assistant: ' in memento and '14 tables' in memento
+    assert RubricJudge(counter=COUNTER).check(block, memento).passed
+
+
+def test_agent_trace_blocks_are_not_dialogue() -> None:
+    assert not is_dialogue(debugging_block(COUNTER))
+    assert not is_dialogue(block_of([user('run it'), bash('ls', 'c1'), observation('c1', 'a.py', 0)], COUNTER))
+    fenced = block_of([user('Fix this:\n```python\nx = 1\n```'), say('Done, it works now.')], COUNTER)
+    assert not is_dialogue(fenced)
+    assert not is_dialogue(BlockInput((), 'Caroline: hello there friend', 10))
+
+
+def test_agent_trace_mementos_keep_their_format() -> None:
+    memento = ExtractiveCompressor(counter=COUNTER).extract(debugging_block(COUNTER))
+    assert 'COMMANDS:' in memento and ' -> exit 1' in memento
+    assert not any(line.startswith(('user: ', 'assistant: ')) for line in memento.splitlines())
+
+
+def test_judge_feedback_pins_a_missing_fact() -> None:
+    block = chat()
+    compressor = ExtractiveCompressor(counter=COUNTER, dialogue_ratio=0.15)
+    first = compressor.extract(block)
+    assert 'mountains' not in first
+    feedback = 'rubric score 6/10\nMISSING (copy verbatim from the block):\n- identifier: camping in the mountains'
+    refined = compressor.extract(block, feedback=feedback, previous=first)
+    assert 'We are camping in the mountains next month (June 2023).' in refined
+    assert RubricJudge(counter=COUNTER).check(block, refined).invented == ()
+
+
+async def test_engine_verifies_dialogue_mementos() -> None:
+    engine = MementoEngine(ExtractiveCompressor(counter=COUNTER), RubricJudge(counter=COUNTER), counter=COUNTER)
+    result = await engine.make_memento(chat())
+    assert result.verified and result.iterations == 0
+    assert 'last Saturday (the Saturday before 8 May 2023)' in result.text
+    assert result.tokens < chat().tokens
+
+
+def test_a_block_the_dialogue_path_cannot_fit_falls_back_to_the_agent_trace_path() -> None:
+    block = BlockInput.from_messages(
+        [turn('user', 'Caroline: I moved to Berlin in 2019 with my two cats and a grand piano.', 0)], COUNTER
+    )
+    assert is_dialogue(block)
+    limit = block.tokens // 2
+    assert dialogue_memento(block, budget=5, limit=limit, pinned=set(), count=COUNTER.count_text) == ''
+    memento = ExtractiveCompressor(counter=COUNTER).extract(block)
+    assert '2019' in memento and COUNTER.count_text(memento) < block.tokens
+    assert RubricJudge(counter=COUNTER).check(block, memento).passed
+
+
+def test_titles_do_not_end_a_sentence() -> None:
+    block = block_of(
+        [
+            user('I see my neurologist, Dr. Johnson, on April 1st about the numbness in my left hand.'),
+            say(
+                'That is a good plan. An EMG test measures the electrical activity of muscles and nerves. '
+                'It usually takes 30 to 60 minutes. Wear loose clothing and avoid lotions on the day of the test.'
+            ),
+        ],
+        COUNTER,
+    )
+    memento = dialogue_memento(
+        block, budget=block.tokens // 2, limit=block.tokens - 1, pinned=set(), count=COUNTER.count_text
+    )
+    assert 'user: I see my neurologist, Dr. Johnson, on April 1st about the numbness in my left hand.' in memento
