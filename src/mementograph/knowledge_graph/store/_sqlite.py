@@ -7,6 +7,7 @@ disk. The networkx traversal view is built from these tables on demand (`graph()
 from __future__ import annotations
 
 import json
+import re
 import sqlite3
 import threading
 import zlib
@@ -183,6 +184,13 @@ _MEMENTO_COLUMNS: Final = (
 _FORMAT_1: Final = 'mementograph-sqlite-1'
 _FORMAT_2: Final = 'mementograph-sqlite-2'
 _FORMAT_3: Final = 'mementograph-sqlite-3'
+_TEXT_FLOOR_SPAN: Final = 4
+"""A query of only common words (each in more than `TEXT_MAX_DF` documents) is scored under its rarest word, told
+apart by counting up to this many times `TEXT_MAX_DF` (the first word of the query when they all exceed that)."""
+_TOKEN_BREAK: Final = re.compile(r'[\W_]+(?=[^\W_])')
+"""Where a phrase breaks into one more `unicode61` token: a separator, its opening quote too, then a letter or digit."""
+_TEXT_MEMO_SIZE: Final = 8_192
+"""Phrase figures kept per state of the full-text index (`SqliteStore._text_memo`); past it, the memo starts over."""
 
 
 def _view(name: str) -> str:
@@ -382,6 +390,36 @@ def _version(conn: sqlite3.Connection) -> tuple[int, int]:
     return conn.total_changes, conn.execute('PRAGMA data_version').fetchone()[0]
 
 
+def _text_df(conn: sqlite3.Connection, memo: dict[tuple[str, str, int], int], phrase: str, cap: int) -> int:
+    """The documents holding an FTS5 `phrase`, counted up to `cap + 1` (a bounded read), from `memo` if known."""
+    df = memo.get(('df', phrase, cap))
+    if df is None:
+        df = memo['df', phrase, cap] = conn.execute(
+            'SELECT count(*) FROM (SELECT 1 FROM text_fts WHERE text_fts MATCH ? LIMIT ?)', (phrase, cap + 1)
+        ).fetchone()[0]
+    return df
+
+
+def _rarest(
+    conn: sqlite3.Connection,
+    memo: dict[tuple[str, str, int], int],
+    phrases: Sequence[str],
+    indexes: list[int],
+    cap: int,
+) -> int:
+    """The index of the phrase in fewest documents (counted up to `cap`; the first index on a tie).
+
+    The one-token phrases are counted first, and each count stops at the fewest documents found so far: a phrase of
+    several common tokens costs a walk over the documents holding them all, shorter the sooner it stops.
+    """
+    best_df, best = cap + 1, min(indexes)
+    for index in sorted(indexes, key=lambda i: (len(_TOKEN_BREAK.findall(phrases[i])), i)):
+        df = _text_df(conn, memo, phrases[index], min(cap, best_df))
+        if (df, index) < (best_df, best):
+            best_df, best = df, index
+    return best
+
+
 def _block(row: sqlite3.Row) -> BlockRecord:
     return BlockRecord(
         id=row['id'],
@@ -443,6 +481,9 @@ class SqliteStore:
         self._text_current: tuple[int, int] | None = None
         self._graph_cache: tuple[tuple[str, int, int], Any] | None = None
         self._total_blocks_cache: tuple[tuple[str, int, int], int] | None = None
+        # full-text figures (bounded document frequencies, floors) for one state of the FTS5 index: see `_text_memo`
+        self._text_memo_state: tuple[bytes, int] | None = None
+        self._text_memo_values: dict[tuple[str, str, int], int] = {}
 
     # -- connection -------------------------------------------------------------------------------------------
 
@@ -1117,6 +1158,24 @@ class SqliteStore:
             if last > done:
                 conn.execute("INSERT OR REPLACE INTO meta (key, value) VALUES ('fts_blocks', ?)", (str(last),))
 
+    def _text_memo(self, conn: sqlite3.Connection, docs: int) -> dict[tuple[str, str, int], int]:
+        """Figures `search_text` computed on the FTS5 index as it is now: `('df', phrase, cap)`, a phrase's document
+        frequency counted up to `cap + 1`, and `('floor', phrase, cap)`, the rowid of its `cap`-th latest document.
+
+        A phrase of common tokens (a path such as `django/db/models/sql/query.py`) costs a walk over every document
+        holding all its tokens to count, 1-6 ms at 100k blocks, while an agent asks about the same files again and
+        again. The figures hold while the index does not change: the key is FTS5's structure record (the `_data`
+        row 10), which every write to the index rewrites (a new segment and its write counter, a merge, a deletion),
+        with `docs` (the highest rowid), read in the search's own snapshot (so another process's commit is seen as
+        well). Call it inside `_search` (its lock guards the memo).
+        """
+        row = conn.execute('SELECT block FROM text_fts_data WHERE id = 10').fetchone()
+        state = None if row is None else (bytes(row[0]), docs)
+        if state is None or state != self._text_memo_state or len(self._text_memo_values) >= _TEXT_MEMO_SIZE:
+            self._text_memo_values = {}
+            self._text_memo_state = state
+        return self._text_memo_values if state is not None else {}
+
     def search_text(
         self, query: str, *, k: int = 10, namespace: str = DEFAULT_NAMESPACE, session_id: str | None = None
     ) -> list[TextHit]:
@@ -1125,11 +1184,13 @@ class SqliteStore:
         FTS5 scores every document matching the query (no top-k early exit), so the cost is the documents its words
         match: words in more than `TEXT_MAX_DF` documents are left out when rarer ones exist (their document
         frequency counted up to that cap, a bounded read), and a query of only such words is scored over the
-        latest `TEXT_MAX_DF` documents holding its rarest word. The ranking runs on rowids alone; the scope is
-        checked on the top `k` afterwards (reading a document's unindexed columns for every match would cost more
-        than scoring it), and the scope is filtered inside the query only when those hits leave it; if the rarer words
-        then find fewer than `k` documents in the scope, it is ranked on all of the query's words (the common ones may
-        be common only elsewhere).
+        latest `TEXT_MAX_DF` documents holding its rarest word (told apart up to `_TEXT_FLOOR_SPAN` times the cap).
+        These counts are kept while the index stays the same (`_text_memo`): a phrase of common tokens such as
+        `django/db/models/sql/query.py` costs milliseconds to count at 100k blocks. The ranking runs on rowids alone;
+        the scope is checked on the top `k` afterwards (reading a document's unindexed columns for every match would
+        cost more than scoring it), and the scope is filtered inside the query only when those hits leave it; if the
+        rarer words then find fewer than `k` documents in the scope, it is ranked on all of the query's words (the
+        common ones may be common only elsewhere).
         """
         from ..recall._values import TEXT_MAX_DF, TEXT_MAX_TERMS, TEXT_MIN_DOCS
 
@@ -1145,23 +1206,25 @@ class SqliteStore:
             present: list[tuple[int, int]] = []
             floor = 0
             if docs > TEXT_MIN_DOCS:
-                dfs = [
-                    conn.execute(
-                        'SELECT count(*) FROM (SELECT 1 FROM text_fts WHERE text_fts MATCH ? LIMIT ?)',
-                        (phrase, TEXT_MAX_DF + 1),
-                    ).fetchone()[0]
-                    for phrase in phrases
-                ]
+                memo = self._text_memo(conn, docs)
+                dfs = [_text_df(conn, memo, phrase, TEXT_MAX_DF) for phrase in phrases]
                 present = sorted((df, index) for index, df in enumerate(dfs) if df)
                 if not present:
                     return []
                 picked = [phrases[index] for df, index in present if df <= TEXT_MAX_DF][:TEXT_MAX_TERMS]
-            if not picked:
-                picked = [phrases[present[0][1]]]
-                floor = conn.execute(
-                    'SELECT rowid FROM text_fts WHERE text_fts MATCH ? ORDER BY rowid DESC LIMIT 1 OFFSET ?',
-                    (picked[0], TEXT_MAX_DF - 1),
-                ).fetchone()[0]
+                if not picked:
+                    # every word is common: the floor goes under the rarest, told apart by counting further (at
+                    # the first cap they all tie, and the query's first word need not be the rarest); a rarer word
+                    # is also cheaper for `bm25()`, which walks all of a word's matches for its IDF
+                    indexes = [index for _, index in present[:TEXT_MAX_TERMS]]
+                    rarest = _rarest(conn, memo, phrases, indexes, TEXT_MAX_DF * _TEXT_FLOOR_SPAN)
+                    picked = [phrases[rarest]]
+                    floor = memo.get(('floor', picked[0], TEXT_MAX_DF), -1)
+                    if floor < 0:
+                        floor = memo['floor', picked[0], TEXT_MAX_DF] = conn.execute(
+                            'SELECT rowid FROM text_fts WHERE text_fts MATCH ? ORDER BY rowid DESC LIMIT 1 OFFSET ?',
+                            (picked[0], TEXT_MAX_DF - 1),
+                        ).fetchone()[0]
             match = ' OR '.join(picked)
             ranked = conn.execute(
                 'SELECT rowid, bm25(text_fts) AS rank FROM text_fts WHERE text_fts MATCH ? AND rowid >= ? '

@@ -1,0 +1,83 @@
+"""SQLite full-text search above `TEXT_MIN_DOCS`: the bounded document frequencies it keeps per state of the FTS5
+index (never stale after a write, by this connection or another), and a query of only common words scored under the
+rarest of them, not under its first."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+import pytest
+from pydantic_ai.messages import ModelRequest, ModelResponse, TextPart, UserPromptPart
+
+from mementograph.knowledge_graph import BlockRecord, Eviction
+from mementograph.knowledge_graph.recall import _values
+from mementograph.knowledge_graph.store import SqliteStore
+
+
+@pytest.fixture
+def small_limits(monkeypatch: pytest.MonkeyPatch) -> None:
+    """The pruning's thresholds at a test's scale (stores of 10,000+ documents otherwise)."""
+    monkeypatch.setattr(_values, 'TEXT_MIN_DOCS', 30)
+    monkeypatch.setattr(_values, 'TEXT_MAX_DF', 10)
+
+
+def _block(text: str, session_id: str, seq: int) -> BlockRecord:
+    messages = [ModelRequest(parts=[UserPromptPart(text)]), ModelResponse(parts=[TextPart('ok')])]
+    return BlockRecord.from_messages(messages, session_id=session_id, seq=seq, tokens=8, text=text)
+
+
+def _write(store: SqliteStore, session_id: str, texts: list[str]) -> list[BlockRecord]:
+    blocks = [_block(text, session_id, seq) for seq, text in enumerate(texts)]
+    store.write_eviction(Eviction(session_id=session_id, blocks=tuple(blocks)))
+    return blocks
+
+
+def _ids(store: SqliteStore, query: str, k: int = 5) -> list[str]:
+    return [hit.block_ids[0] for hit in store.search_text(query, k=k)]
+
+
+def test_a_write_by_this_store_is_searched_at_once(tmp_path: Path, small_limits: None) -> None:
+    with SqliteStore(tmp_path / 'kg.db') as store:
+        _write(store, 'filler', [f'module handler number{i}' for i in range(40)])
+        rare = _write(store, 'rare', ['module quokkagamma notes'])
+        assert _ids(store, 'quokkagamma module') == [rare[0].id]  # the word's frequency is now known (1)
+        # the rare word becomes common (past the cap): the next search must count it again, not reuse 1
+        more = _write(store, 'more', [f'quokkagamma filler{i} text' for i in range(12)])
+        # scored under the floor: the latest 10 documents holding it, and not the first one (counted as rare, it
+        # would be scored over all 13)
+        assert set(_ids(store, 'quokkagamma', k=11)) == {block.id for block in more[-10:]}
+
+
+def test_another_connection_s_write_is_seen(tmp_path: Path, small_limits: None) -> None:
+    path = tmp_path / 'kg.db'
+    with SqliteStore(path) as reader, SqliteStore(path) as writer:
+        _write(writer, 'filler', [f'module handler number{i}' for i in range(40)])
+        assert _ids(reader, 'wombatdelta') == []  # its frequency, 0, is now known to the reader
+        added = _write(writer, 'added', ['wombatdelta module notes'])
+        assert _ids(writer, 'wombatdelta') == [added[0].id]  # the writer indexes the new text itself
+        # the reader's index has nothing to add, and its count of 0 is out of date
+        assert _ids(reader, 'wombatdelta') == [added[0].id]
+        assert _ids(reader, 'wombatdelta module', k=1) == [added[0].id]
+
+
+def test_a_deleted_session_is_not_searched_through_an_old_floor(tmp_path: Path, small_limits: None) -> None:
+    with SqliteStore(tmp_path / 'kg.db') as store:
+        _write(store, 'filler', [f'padding words number{i}' for i in range(30)])
+        early = _write(store, 'early', [f'lemurcommon early{i}' for i in range(12)])
+        late = _write(store, 'late', [f'lemurcommon late{i}' for i in range(12)])
+        assert set(_ids(store, 'lemurcommon', k=10)) == {block.id for block in late[-10:]}
+        # the floor was the 10th latest document of `late`: after it goes, the floor must move back into `early`
+        assert store.delete_session('late') > 0
+        assert set(_ids(store, 'lemurcommon', k=10)) == {block.id for block in early[-10:]}
+
+
+def test_common_words_are_scored_under_the_rarest(tmp_path: Path, small_limits: None) -> None:
+    with SqliteStore(tmp_path / 'kg.db') as store:
+        # `otter` is in 20 documents, all written first; `badger` in all 60, the 40 latest of them without `otter`:
+        # both are common (more than 10), and the latest documents holding `badger` (the query's first word) are
+        # exactly those without `otter`
+        with_otter = _write(store, 'both', [f'badger otter fact{i}' for i in range(20)])
+        _write(store, 'badger', [f'badger alone fact{i}' for i in range(40)])
+        hits = store.search_text('badger otter', k=5)
+        assert len(hits) == 5
+        assert {hit.block_ids[0] for hit in hits} <= {block.id for block in with_otter}
