@@ -66,8 +66,6 @@ from pathlib import Path
 from typing import Any
 
 REPO = Path(__file__).resolve().parents[2]
-# Not the script's own folder: a sibling script (scripts/bench/neo4j.py) would shadow the `neo4j` driver.
-sys.path[:] = [p for p in sys.path if Path(p or '.').resolve() != Path(__file__).resolve().parent]
 sys.path.insert(0, str(REPO / 'src'))
 
 from pydantic_ai.capabilities import AbstractCapability  # noqa: E402

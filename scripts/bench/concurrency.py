@@ -36,7 +36,7 @@ from pathlib import Path
 from typing import Any
 
 REPO = Path(__file__).resolve().parents[2]
-sys.path[0] = str(REPO)  # the repository, not scripts/bench (whose neo4j.py would shadow the driver)
+sys.path.insert(0, str(REPO))  # for `tests.reliability`
 
 from tests.reliability.test_concurrency import (  # noqa: E402
     Figures,

@@ -3,8 +3,8 @@
 
 Usage (a server from `eval "$(scripts/neo4j-server start)"`, or NEO4J_URI/NEO4J_USERNAME/NEO4J_PASSWORD):
 
-    .venv/bin/python scripts/bench/neo4j.py                 # full run: 100k blocks for the read side
-    .venv/bin/python scripts/bench/neo4j.py --blocks 10000  # quicker
+    .venv/bin/python scripts/bench/neo4j_writes.py                 # full run: 100k blocks for the read side
+    .venv/bin/python scripts/bench/neo4j_writes.py --blocks 10000  # quicker
 
 Same run, same payloads: the write side writes identical evictions (blocks with their mementos, entity mentions,
 a page and a compaction event) three ways, each into its own namespace:
@@ -39,8 +39,6 @@ from pathlib import Path
 from typing import Any
 
 REPO = Path(__file__).resolve().parents[2]
-# This file is named neo4j.py: drop its own directory from the path, or `import neo4j` would import it.
-sys.path[:] = [p for p in sys.path if Path(p or '.').resolve() != Path(__file__).resolve().parent]
 sys.path.insert(0, str(REPO / 'src'))
 
 from pydantic_ai.messages import (  # noqa: E402
