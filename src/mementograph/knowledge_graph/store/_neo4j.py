@@ -97,8 +97,8 @@ _SCHEMA: Final = (
     ('mementograph_entity_key', 'CREATE INDEX mementograph_entity_key IF NOT EXISTS FOR (n:Entity) ON (n.namespace, n.key)'),
     ('mementograph_entity_namespace', 'CREATE INDEX mementograph_entity_namespace IF NOT EXISTS FOR (n:Entity) ON (n.namespace)'),
     ('mementograph_session_namespace', 'CREATE INDEX mementograph_session_namespace IF NOT EXISTS FOR (n:Session) ON (n.namespace)'),
-    (FULLTEXT_INDEX, f'CREATE FULLTEXT INDEX {FULLTEXT_INDEX} IF NOT EXISTS FOR (n:Memento|EvictedBlock) ON EACH [n.text] '
-                     'OPTIONS {indexConfig: {`fulltext.eventually_consistent`: true}}'),
+    (FULLTEXT_INDEX, f'CREATE FULLTEXT INDEX {FULLTEXT_INDEX} IF NOT EXISTS FOR (n:Memento|EvictedBlock) '
+                     'ON EACH [n.text, n.namespace] OPTIONS {indexConfig: {`fulltext.eventually_consistent`: true}}'),
 )  # fmt: skip
 _OBSOLETE_INDEXES: Final = (
     'mementograph_block_session', 'mementograph_memento_session', 'mementograph_page_session',
@@ -136,11 +136,21 @@ def _is_memento_id(item_id: str) -> bool:
     return item_id.startswith('mem_')
 
 
-def _fulltext_is_current(options: Mapping[str, Any] | None) -> bool:
-    """Whether a full-text index is configured as `_SCHEMA` creates it: eventually consistent (updated after
-    commit; `search_text` waits for it), so a commit does not wait for the index."""
+_FULLTEXT_PROPERTIES: Final = ['text', 'namespace']
+"""What the full-text index covers: the text, and the namespace, so that a search filters its namespace inside Lucene
+(one index serves every namespace of the server: filtering the top hits afterwards read other namespaces' matches)."""
+
+
+def _lucene_phrase(text: str) -> str:
+    """`text` as a Lucene phrase query (quoted, with its backslashes and quotes escaped)."""
+    return '"' + text.replace('\\', '\\\\').replace('"', '\\"') + '"'
+
+
+def _fulltext_is_current(options: Mapping[str, Any] | None, properties: Sequence[str] | None) -> bool:
+    """Whether a full-text index is configured as `_SCHEMA` creates it: over `_FULLTEXT_PROPERTIES`, and eventually
+    consistent (updated after commit; `search_text` waits for it), so a commit does not wait for the index."""
     config = (options or {}).get('indexConfig') or {}
-    return config.get('fulltext.eventually_consistent') is True
+    return config.get('fulltext.eventually_consistent') is True and list(properties or ()) == _FULLTEXT_PROPERTIES
 
 
 # -- statements -----------------------------------------------------------------------------------------------
@@ -644,17 +654,18 @@ class Neo4jStore:
     def ensure_schema(self) -> None:
         """Create the constraints, range indexes and full-text index that are missing, and wait until online.
 
-        A full-text index left by an earlier version with synchronous updates is rebuilt eventually consistent:
-        updating it inside every commit cost ~8 ms an eviction, most of a small eviction's time. Idempotent and
+        A full-text index left by an earlier version is rebuilt: one with synchronous updates (updating it inside
+        every commit cost ~8 ms an eviction, most of a small eviction's time), or one without the namespace. Idempotent and
         safe to race: another process creating the same schema at the same time is not an error.
         """
         try:
             with self._session(neo4j.WRITE_ACCESS) as session:
                 indexes = {
-                    record['name']: record['options'] for record in session.run('SHOW INDEXES YIELD name, options')
+                    record['name']: (record['options'], record['properties'])
+                    for record in session.run('SHOW INDEXES YIELD name, options, properties')
                 }
                 existing = {record['name'] for record in session.run('SHOW CONSTRAINTS YIELD name')} | indexes.keys()
-                stale = FULLTEXT_INDEX in indexes and not _fulltext_is_current(indexes[FULLTEXT_INDEX])
+                stale = FULLTEXT_INDEX in indexes and not _fulltext_is_current(*indexes[FULLTEXT_INDEX])
                 missing = [f'DROP INDEX {FULLTEXT_INDEX} IF EXISTS'] if stale else []
                 missing += [
                     statement
@@ -966,7 +977,9 @@ class Neo4jStore:
 
         As on SQLite, words in more than `TEXT_MAX_DF` documents are left out when rarer ones exist (frequencies
         counted up to that cap, in the same round trip as the search). The search asks Lucene for the top `k`
-        only (`limit`, so it can skip documents that cannot reach them) and checks the scope on those; only when
+        only (`limit`, so it can skip documents that cannot reach them) of the namespace's documents (the namespace
+        is indexed beside the text and filtered with boost 0, so scores are the text's alone) and checks the scope
+        on those; only when
         some fall outside it does it rank every match in scope, as before, and if the rarer words then find fewer
         than `k` documents in the scope, it ranks the scope on all of the query's words (the common ones may be
         common only elsewhere).
@@ -976,7 +989,7 @@ class Neo4jStore:
         terms = list(dict.fromkeys(fts_terms(query)))
         if not terms or k <= 0:
             return []
-        phrases = ['"' + term.replace('\\', '\\\\').replace('"', '\\"') + '"' for term in terms]
+        phrases = [f'text:{_lucene_phrase(term)}' for term in terms]
         returns = (
             'RETURN node.id AS id, CASE WHEN node:Memento THEN node.summarizes ELSE [node.id] END AS block_ids, '
             'node.namespace AS namespace, node.session_id AS session_id, score'
@@ -1000,16 +1013,20 @@ class Neo4jStore:
             'AS picked, [j IN range(0, size($phrases) - 1) WHERE j IN order | $phrases[j]] AS present '
             "WITH reduce(s = '', p IN picked | CASE s WHEN '' THEN p ELSE s + ' OR ' + p END) AS lucene, "
             "reduce(s = '', p IN present | CASE s WHEN '' THEN p ELSE s + ' OR ' + p END) AS every "
-            f'CALL db.index.fulltext.queryNodes($index, lucene, {{limit: $k}}) YIELD node, score '
-            f'{returns}, lucene, every ORDER BY score DESC, id'
+            f"CALL db.index.fulltext.queryNodes($index, '(' + lucene + ')' + $in_namespace, {{limit: $k}}) "
+            f'YIELD node, score {returns}, lucene, every ORDER BY score DESC, id'
         )
         wider = _q(
-            'CALL db.index.fulltext.queryNodes($index, $lucene, {limit: $limit}) YIELD node, score '
-            f'{returns} ORDER BY score DESC, id'
+            "CALL db.index.fulltext.queryNodes($index, '(' + $lucene + ')' + $in_namespace, {limit: $limit}) "
+            f'YIELD node, score {returns} ORDER BY score DESC, id'
         )
         scoped = _q(
-            'CALL db.index.fulltext.queryNodes($index, $lucene) YIELD node, score '
+            "CALL db.index.fulltext.queryNodes($index, '(' + $lucene + ')' + $in_namespace) YIELD node, score "
             f'WHERE {_scope("node", namespace, session_id)} {returns} ORDER BY score DESC, id LIMIT $k'
+        )
+        outside = _q(  # whether the top k across the whole store, unfiltered, reach outside the scope
+            'CALL db.index.fulltext.queryNodes($index, $lucene, {limit: $k}) YIELD node '
+            f'RETURN count(CASE WHEN NOT ({_scope("node", namespace, session_id)}) THEN 1 END) > 0 AS found'
         )
         params = {
             'index': FULLTEXT_INDEX,
@@ -1017,10 +1034,19 @@ class Neo4jStore:
             'cap': TEXT_MAX_DF + 1,
             'max_terms': TEXT_MAX_TERMS,
             'min_docs': TEXT_MIN_DOCS,
+            # only the namespace's documents reach the ranking (boost 0: the scores stay the text's alone); the
+            # scope is still checked on every hit, as a phrase of the namespace's words could match another one
+            'in_namespace': f' AND namespace:{_lucene_phrase(namespace)}^0' if re.search(r'\w', namespace) else '',
             'namespace': namespace,
             'session_id': session_id,
             'k': k,
         }
+
+        def hits(records: list[neo4j.Record]) -> list[TextHit]:
+            return [
+                TextHit(id=record['id'], block_ids=tuple(record['block_ids'] or ()), score=float(record['score']))
+                for record in records
+            ]
 
         def work(run: _Run) -> list[TextHit]:
             # The index is eventually consistent (a synchronous full-text update cost ~8 ms a commit, more than the
@@ -1029,21 +1055,26 @@ class Neo4jStore:
                 return bool(record['namespace'] == namespace and session_id in (None, record['session_id']))
 
             records = run(top, params)
+            if not records:
+                # the rarer words match only other namespaces (Lucene left those out), so the words left out as
+                # common may be common only there: the scope is ranked on all of its words (as on SQLite)
+                return hits(run(scoped, {**params, 'lucene': ' OR '.join(phrases)}))
+            lucene, every = records[0]['lucene'], records[0]['every']
             if not all(in_scope(record) for record in records):
-                # other namespaces hold better matches: 20 times as many from Lucene, then every match in scope
-                lucene, every = records[0]['lucene'], records[0]['every']
+                # other sessions (or a namespace whose name reads the same) hold better matches: 20 times as many
+                # from Lucene, then every match in scope
                 wide = run(wider, {**params, 'lucene': lucene, 'limit': 20 * k})
                 kept = [record for record in wide if in_scope(record)]
                 exact = len(kept) >= k or len(wide) < 20 * k  # the top k in scope, or every match there is
                 records = kept[:k] if exact else run(scoped, {**params, 'lucene': lucene})
                 if len(records) < k and every != lucene:
-                    # the words left out were common across the store, maybe through other scopes alone: here they
-                    # may be the only ones that match, so the scope is ranked on all of its words (as on SQLite)
-                    records = run(scoped, {**params, 'lucene': every})
-            return [
-                TextHit(id=record['id'], block_ids=tuple(record['block_ids'] or ()), score=float(record['score']))
-                for record in records
-            ]
+                    records = run(scoped, {**params, 'lucene': every})  # as below
+            elif len(records) < k and every != lucene and run(outside, {**params, 'lucene': lucene})[0]['found']:
+                # fewer than k matches here, and the rarer words' best matches across the store reach other
+                # scopes: the words left out were common across the store, maybe through other scopes alone, and
+                # may be the only ones that match here, so the scope is ranked on all of its words (as on SQLite)
+                records = run(scoped, {**params, 'lucene': every})
+            return hits(records)
 
         return self._quick_read(work, op='search_text')
 
