@@ -655,8 +655,8 @@ class Neo4jStore:
         """Create the constraints, range indexes and full-text index that are missing, and wait until online.
 
         A full-text index left by an earlier version is rebuilt: one with synchronous updates (updating it inside
-        every commit cost ~8 ms an eviction, most of a small eviction's time), or one without the namespace. Idempotent and
-        safe to race: another process creating the same schema at the same time is not an error.
+        every commit cost ~8 ms an eviction, most of a small eviction's time), or one without the namespace.
+        Idempotent and safe to race: another process creating the same schema at the same time is not an error.
         """
         try:
             with self._session(neo4j.WRITE_ACCESS) as session:
@@ -979,10 +979,10 @@ class Neo4jStore:
         counted up to that cap, in the same round trip as the search). The search asks Lucene for the top `k`
         only (`limit`, so it can skip documents that cannot reach them) of the namespace's documents (the namespace
         is indexed beside the text and filtered with boost 0, so scores are the text's alone) and checks the scope
-        on those; only when
-        some fall outside it does it rank every match in scope, as before, and if the rarer words then find fewer
-        than `k` documents in the scope, it ranks the scope on all of the query's words (the common ones may be
-        common only elsewhere).
+        on those; only when some fall outside it (another session) does it rank every match in scope. If the rarer
+        words then find fewer than `k` documents in the scope while their best matches across the store lie
+        elsewhere, it ranks the scope on all of the query's words (the common ones may be common only elsewhere),
+        as SQLite does.
         """
         from ..recall._values import TEXT_MAX_DF, TEXT_MAX_TERMS, TEXT_MIN_DOCS
 
