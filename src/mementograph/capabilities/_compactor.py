@@ -594,12 +594,12 @@ class SessionCompactor:
         run = [slot for group in run_groups for slot in group]
         infos = [group[0].stub for group in run_groups if group[0].stub is not None]
         try:
-            children = [
-                await in_thread(
-                    self.store.get_memento, info.memento_id, namespace=self.namespace, session_id=self.session_id
-                )
-                for info in infos
-            ]
+            children = await in_thread(  # one hop for all of them
+                lambda: [
+                    self.store.get_memento(info.memento_id, namespace=self.namespace, session_id=self.session_id)
+                    for info in infos
+                ]
+            )
         except NotFoundError:
             # stubs carried over from a run whose archive is gone (retention 'run' or 'none'): nothing to merge
             return messages, replace(report, skipped=(report.skipped or 'mementos over their share, archive gone'))

@@ -18,12 +18,12 @@ exactly those, so an anchor is never mistaken for an invented date and a wrong o
 from __future__ import annotations
 
 import re
-from collections.abc import Callable, Sequence
+from collections.abc import Callable, Iterator, Sequence
 from dataclasses import dataclass
 from datetime import datetime
 from typing import Final
 
-from pydantic_ai.messages import ModelMessage, ModelRequest, ModelResponse, SystemPromptPart, TextPart, UserPromptPart
+from pydantic_ai.messages import ModelMessage, ModelResponse, SystemPromptPart, TextPart, UserPromptPart
 
 from ..._transcripts import split_bash_action
 from ._block import BlockInput
@@ -133,23 +133,22 @@ def is_dialogue(block: BlockInput) -> bool:
     return prose
 
 
-def _turns(messages: Sequence[ModelMessage]) -> list[_Turn]:
-    """Each prose part with its speaker (the `Name: ` it starts with, else its role) and its message's time."""
-    turns: list[_Turn] = []
+def _prose(messages: Sequence[ModelMessage]) -> Iterator[tuple[str, str, datetime | None]]:
+    """`(role, text, time)` of each prose part: user prompts (not tool observations), the model's text, system
+    prompts; the time is the part's, or its response's for the model's text."""
     for message in messages:
         for part in message.parts:
-            if isinstance(part, UserPromptPart) and isinstance(part.content, str):
-                role, text, stamp = 'user', part.content, part.timestamp
-            elif isinstance(part, TextPart):
-                assert isinstance(message, ModelResponse)
-                role, text, stamp = 'assistant', part.content, message.timestamp
+            if isinstance(part, UserPromptPart) and isinstance(part.content, str) and not is_observation(part):
+                yield 'user', part.content, part.timestamp
+            elif isinstance(part, TextPart) and isinstance(message, ModelResponse):
+                yield 'assistant', part.content, message.timestamp
             elif isinstance(part, SystemPromptPart):
-                role, text, stamp = 'system', part.content, part.timestamp
-            else:
-                continue
-            text = text.strip()
-            if text:
-                turns.append(_Turn(role, text, stamp))
+                yield 'system', part.content, part.timestamp
+
+
+def _turns(messages: Sequence[ModelMessage]) -> list[_Turn]:
+    """Each prose part with its speaker (the `Name: ` it starts with, else its role) and its message's time."""
+    turns = [_Turn(role, text.strip(), stamp) for role, text, stamp in _prose(messages) if text.strip()]
     # Names are read only when every turn starts with one (LoCoMo's "Caroline: ..."); otherwise a leading
     # "Note: ..." would pass for a speaker.
     named = [_SPEAKER.match(turn.body) for turn in turns]
@@ -162,25 +161,12 @@ def _turns(messages: Sequence[ModelMessage]) -> list[_Turn]:
     return turns
 
 
-def _message_texts(messages: Sequence[ModelMessage]) -> list[tuple[str, datetime | None]]:
-    texts: list[tuple[str, datetime | None]] = []
-    for message in messages:
-        for part in message.parts:
-            if isinstance(part, UserPromptPart) and isinstance(part.content, str) and not is_observation(part):
-                texts.append((part.content, part.timestamp))
-            elif isinstance(part, TextPart) and isinstance(message, ModelResponse):
-                texts.append((part.content, message.timestamp))
-            elif isinstance(part, SystemPromptPart) and isinstance(message, ModelRequest):
-                texts.append((part.content, part.timestamp))
-    return texts
-
-
 def derived_anchors(messages: Sequence[ModelMessage]) -> frozenset[str]:
     """Every `expression (anchor)` the resolver derives for these messages' prose, each against its own message's
     timestamp: exactly what a dialogue memento may add to the block's words."""
     return frozenset(
         anchor.anchored
-        for text, stamp in _message_texts(messages)
+        for _, text, stamp in _prose(messages)
         if stamp is not None
         for anchor in find_anchors(text, stamp)
     )
@@ -190,8 +176,11 @@ def strip_derived_anchors(memento: str, block: BlockInput) -> tuple[str, list[st
     """`(memento without the anchors derived from the block's messages, anchors it holds that are not derived)`.
 
     A derived anchor is removed only where it follows its own expression. A date-shaped parenthesis that is left
-    and is not in the block's text is reported: the judge counts it as invented.
+    and is not in the block's text is reported: the judge counts it as invented. A memento without a date-shaped
+    parenthesis (every agent-trace memento, nearly) holds no anchor: the block's messages are not scanned then.
     """
+    if not _ANCHOR_SHAPE.search(memento):
+        return memento, []
     for anchored in sorted(derived_anchors(block.messages), key=len, reverse=True):
         expression = anchored[: anchored.rindex(' (')]
         memento = memento.replace(anchored, expression)

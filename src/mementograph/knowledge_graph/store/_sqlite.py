@@ -1219,12 +1219,13 @@ class SqliteStore:
                     indexes = [index for _, index in present[:TEXT_MAX_TERMS]]
                     rarest = _rarest(conn, memo, phrases, indexes, TEXT_MAX_DF * _TEXT_FLOOR_SPAN)
                     picked = [phrases[rarest]]
-                    floor = memo.get(('floor', picked[0], TEXT_MAX_DF), -1)
-                    if floor < 0:
-                        floor = memo['floor', picked[0], TEXT_MAX_DF] = conn.execute(
+                    key = ('floor', picked[0], TEXT_MAX_DF)
+                    if key not in memo:
+                        memo[key] = conn.execute(
                             'SELECT rowid FROM text_fts WHERE text_fts MATCH ? ORDER BY rowid DESC LIMIT 1 OFFSET ?',
                             (picked[0], TEXT_MAX_DF - 1),
                         ).fetchone()[0]
+                    floor = memo[key]
             match = ' OR '.join(picked)
             ranked = conn.execute(
                 'SELECT rowid, bm25(text_fts) AS rank FROM text_fts WHERE text_fts MATCH ? AND rowid >= ? '
