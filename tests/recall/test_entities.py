@@ -107,3 +107,18 @@ def test_mentions_are_deterministic_edges() -> None:
     assert all(m.source_id == 'blk_1' and m.count >= 1 for m in first)
     assert [m.entity.key for m in first] == sorted(m.entity.key for m in first)
     assert {'name:caroline', 'name:lgbtq', 'name:boston', 'date:2023-05-08'} <= {m.entity.key for m in first}
+
+
+def test_a_long_tool_output_is_read_whole_and_counted_across_its_pieces() -> None:
+    """A multi-megabyte output is read in line-aligned pieces (one pass over it would be quadratic): an entity
+    anywhere in it is found, and counts and the concept cap are over the whole text, not per piece."""
+    lines = [f'INFO worker handled request {i} from src/app/handler_{i % 50}.py' for i in range(20_000)]
+    lines[10_000] = 'ERROR ValueError: bad shard in /var/data/shard_17.bin'
+    lines[-1] = 'see https://example.org/runbook for the fix'
+    text = '\n'.join(lines)
+    assert len(text) > 20 * 32_768
+    entities = {e.key: e for e in extract_entities(text, max_concepts=3)}
+    assert {'err:valueerror', 'file:/var/data/shard_17.bin', 'url:https://example.org/runbook'} <= set(entities)
+    assert entities['file:src/app/handler_7.py'].count == 400
+    concepts = [e for e in entities.values() if e.kind == 'concept']
+    assert len(concepts) == 3 and entities['concept:worker'].count == 19_998

@@ -25,7 +25,7 @@ from __future__ import annotations
 
 import re
 from collections import Counter
-from collections.abc import Iterable, Sequence
+from collections.abc import Iterable, Iterator, Sequence
 from dataclasses import dataclass
 from typing import Final
 
@@ -61,6 +61,9 @@ ENTITY_KINDS: Final = (
 )
 DEFAULT_MAX_CONCEPTS: Final = 48
 """Concepts kept per text: a long tool output would otherwise mention every word of a source file."""
+_PIECE_CHARS: Final = 32_768
+"""A longer text is read in pieces of about this size: each fact is counted and blanked across the text it is
+found in, so one pass over a multi-megabyte tool output would cost facts x length (minutes at a few MB)."""
 
 
 @dataclass(frozen=True)
@@ -586,6 +589,29 @@ def extract_entities(text: str, *, max_concepts: int = DEFAULT_MAX_CONCEPTS) -> 
         max_concepts: Plain-word concepts kept, the most frequent first (ties: first seen).
     """
     found = _Found()
+    concepts: Counter[str] = Counter()
+    first: dict[str, str] = {}
+    for piece in _pieces(text):
+        _extract_into(piece, found, concepts, first)
+    order = {key: index for index, key in enumerate(first)}
+    for key, count in sorted(concepts.items(), key=lambda item: (-item[1], order[item[0]]))[:max_concepts]:
+        found.add('concept', first[key], count)
+    return sorted(found.entities(), key=lambda entity: entity.key)
+
+
+def _pieces(text: str) -> Iterator[str]:
+    """`text` in line-aligned pieces of about `_PIECE_CHARS` (a line longer than that is cut inside)."""
+    start = 0
+    while len(text) - start > _PIECE_CHARS:
+        end = text.find('\n', start + _PIECE_CHARS, start + 2 * _PIECE_CHARS)
+        end = start + _PIECE_CHARS if end < 0 else end + 1
+        yield text[start:end]
+        start = end
+    yield text[start:]
+
+
+def _extract_into(text: str, found: _Found, concepts: Counter[str], first: dict[str, str]) -> None:
+    """One piece's entities into `found`, and its plain words into `concepts` (chosen over all pieces)."""
     work = _strip_markup(text)
     for fact in critical_facts(text):
         kind = _FACT_KINDS.get(fact.kind)
@@ -630,8 +656,6 @@ def extract_entities(text: str, *, max_concepts: int = DEFAULT_MAX_CONCEPTS) -> 
         if 1 <= len(term.split()) <= 8 and re.search(r'[A-Za-z]', term):
             found.add('term', term)
     work = _names_into(work, found)
-    concepts: Counter[str] = Counter()
-    first: dict[str, str] = {}
     for match in _WORD.finditer(work):
         word = match.group(0)
         lowered = word.lower().replace('\u2019', "'")
@@ -640,10 +664,6 @@ def extract_entities(text: str, *, max_concepts: int = DEFAULT_MAX_CONCEPTS) -> 
         key = entity_key('concept', lowered.split("'")[0])
         concepts[key] += 1
         first.setdefault(key, lowered.split("'")[0])
-    order = {key: index for index, key in enumerate(first)}
-    for key, count in sorted(concepts.items(), key=lambda item: (-item[1], order[item[0]]))[:max_concepts]:
-        found.add('concept', first[key], count)
-    return sorted(found.entities(), key=lambda entity: entity.key)
 
 
 def mentions_for(source_id: str, text: str, *, max_concepts: int = DEFAULT_MAX_CONCEPTS) -> tuple[Mention, ...]:
