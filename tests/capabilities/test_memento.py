@@ -8,7 +8,8 @@ from pathlib import Path
 
 import pytest
 from pydantic_ai import Agent
-from pydantic_ai.messages import ToolCallPart, ToolReturnPart
+from pydantic_ai.messages import ModelMessage, ModelResponse, TextPart, ToolCallPart, ToolReturnPart
+from pydantic_ai.models.function import AgentInfo, FunctionModel
 from pydantic_ai.usage import UsageLimits
 
 from mementograph import MementoCompaction, MementoWarning, create_agent, open_store
@@ -300,3 +301,45 @@ async def test_every_evicted_block_is_on_a_page_and_pages_close(store: GraphStor
     assert closed, 'no page closed in a 30-step session'
     assert all(p.topics for p in closed)
     assert result.output.startswith('All 30 modules pass')
+
+
+async def test_a_tool_result_larger_than_the_mark_is_stubbed_before_the_model_reads_it(store: GraphStore) -> None:
+    """A fresh tool result that alone outgrows the mark would overflow the model's window: the model gets its head
+    and tail with a pointer, and pages through the archived original."""
+    log = '\n'.join(f'2026-11-21T10:{i % 60:02d} worker-{i % 7} batch {i} took {i * 7 % 900} ms' for i in range(6_000))
+    seen: list[list[ModelMessage]] = []
+    part_ids: list[str] = []
+
+    def model(messages: list[ModelMessage], info: AgentInfo) -> ModelResponse:
+        seen.append(list(messages))
+        last = messages[-1].parts[-1]
+        if len(seen) == 1:
+            return ModelResponse(parts=[ToolCallPart('dump_log', {}, tool_call_id='dump')])
+        if len(seen) == 2:
+            assert isinstance(last, ToolReturnPart)
+            part_ids.append(last.metadata['mementograph.micro.v1'])
+            return ModelResponse(parts=[ToolCallPart('recover_block', {'block_id': part_ids[0], 'page': 2}, 'rec')])
+        return ModelResponse(parts=[TextPart('Read it.')])
+
+    agent = Agent(FunctionModel(model), capabilities=[MementoCompaction(store, max_tokens=3_000, session_id='big')])
+
+    @agent.tool_plain
+    def dump_log() -> str:
+        return log
+
+    result = await agent.run('Show me the worker log.')
+    counter = TokenCounter()
+    assert counter.count_text(log) > 10 * 3_000
+    sizes = [counter.count_messages(messages) for messages in seen]
+    assert max(sizes) <= 3_000, sizes
+    stub = str(seen[1][-1].parts[-1].content)
+    assert stub.startswith(log[:1000]) and stub.endswith(log[-1000:]), 'head and tail use the room the mark leaves'
+    assert f'recover_block("{part_ids[0]}")' in stub
+    original = store.recover_block(part_ids[0], session_id='big').messages[0]
+    assert original.parts[-1].content == log  # archived whole, byte for byte
+    page_two = next(
+        p for m in result.all_messages() for p in getattr(m, 'parts', [])
+        if isinstance(p, ToolReturnPart) and p.tool_name == 'recover_block'
+    )  # fmt: skip
+    assert 'page 2 of' in str(page_two.content)
+    assert any(line in str(page_two.content) for line in log.splitlines()[150:400])  # past the stub's head

@@ -55,6 +55,8 @@ MentionExtractor = Callable[[str, str], Sequence[Mention]]
 
 _STUB_OVERHEAD_TOKENS: Final = 40
 """Header tokens a stub adds to its memento text (estimate used only for planning)."""
+_STUB_MARGIN_TOKENS: Final = 8
+"""Taken off a too-large stub of an oversized tool result, beyond its excess, when its size is corrected."""
 
 
 @dataclass(frozen=True)
@@ -294,6 +296,7 @@ class SessionCompactor:
             current, report = await self._merge(current, report, force=True)
             if len(report.merged_memento_ids) == merged:
                 break
+        current, report = await self._stub_oversized(current, report)
         after = self.counter.count_messages(current)
         report = replace(report, tokens_after=after)
         if not report.changed and report.skipped is None:
@@ -305,23 +308,71 @@ class SessionCompactor:
     ) -> tuple[list[ModelMessage], CompactionReport]:
         slots, _ = layout(messages)
         cutoff = len(messages) - self.policy.keep_recent_messages
-        records: list[BlockRecord] = []
-        replacements: dict[int, ModelMessage] = {}
+        stubbed: dict[int, tuple[BlockRecord, ModelRequest]] = {}
         for slot in slots[: max(0, cutoff)]:
             message = messages[slot.index]
             if slot.stub is not None or slot.pinned or not isinstance(message, ModelRequest):
                 continue
             if self.counter.count_message(message) < self.policy.micro_min_tokens:
                 continue
-            stubbed = self._stub_parts(message, slot)
-            if stubbed is None:
-                continue
-            record, new_message = stubbed
-            records.append(record)
-            replacements[slot.index] = new_message
-        if not records:
+            result = self._stub_parts(message, slot)
+            if result is not None:
+                stubbed[slot.index] = result
+        return await self._write_stubs(messages, stubbed, report)
+
+    async def _stub_oversized(
+        self, messages: list[ModelMessage], report: CompactionReport
+    ) -> tuple[list[ModelMessage], CompactionReport]:
+        """Still over the high-water mark with nothing left to evict or merge: stub the largest tool results,
+        the newest too, each keeping as much of its head and tail as the mark leaves room for.
+
+        Only a tool result too large for the mark by itself (or with the protected messages) gets here, most often
+        one the model has not read yet: sent whole, it would overflow the model's window and fail the run. The
+        original is archived like any micro-compacted part, and `recover_block` pages through it.
+        """
+        high = self.policy.high_water_tokens
+        tokens = self.counter.count_messages(messages)
+        if tokens <= high:
             return messages, report
-        rewritten = [replacements.get(i, m) for i, m in enumerate(messages)]
+        slots, _ = layout(messages)
+        requests = [
+            (self.counter.count_message(message), slot, message)
+            for slot in slots
+            if slot.stub is None
+            and not slot.pinned
+            and isinstance(message := messages[slot.index], ModelRequest)
+            and any(isinstance(part, BaseToolReturnPart) and _micro_id_of(part) is None for part in message.parts)
+        ]
+        stubbed: dict[int, tuple[BlockRecord, ModelRequest]] = {}
+        for size, slot, message in sorted(requests, key=lambda item: -item[0]):
+            if tokens <= high or size < self.policy.micro_min_tokens:
+                break
+            target = size - (tokens - high)  # this message's size that brings the context to the mark
+            keep = target - _STUB_OVERHEAD_TOKENS
+            result = self._stub_parts(message, slot, keep_tokens=max(0, keep))
+            if result is None:
+                continue
+            for _ in range(3):  # characters per token vary along a text: correct the estimate
+                excess = self.counter.count_message(result[1]) - target
+                if excess <= 0 or keep <= 0:
+                    break
+                keep -= 2 * excess + _STUB_MARGIN_TOKENS
+                result = self._stub_parts(message, slot, keep_tokens=max(0, keep)) or result
+            stubbed[slot.index] = result
+            tokens += self.counter.count_message(result[1]) - size
+        return await self._write_stubs(messages, stubbed, report)
+
+    async def _write_stubs(
+        self,
+        messages: list[ModelMessage],
+        stubbed: dict[int, tuple[BlockRecord, ModelRequest]],
+        report: CompactionReport,
+    ) -> tuple[list[ModelMessage], CompactionReport]:
+        """Archive the stubbed messages' originals with a `micro` event (one transaction), then swap the stubs in."""
+        if not stubbed:
+            return messages, report
+        records = [record for record, _ in stubbed.values()]
+        rewritten = [stubbed[i][1] if i in stubbed else m for i, m in enumerate(messages)]
         # the context size after the step, so a replay of the log (`mementograph plot`) is exact here
         after = self.counter.count_messages(rewritten)
         event = SessionEvent(
@@ -336,13 +387,17 @@ class SessionCompactor:
             self.store.write_eviction,
             Eviction(session_id=self.session_id, namespace=self.namespace, blocks=tuple(records), events=(event,)),
         )
-        return rewritten, replace(report, micro_part_ids=tuple(r.id for r in records))
+        ids = tuple(r.id for r in records)
+        return rewritten, replace(report, micro_part_ids=(*report.micro_part_ids, *ids))
 
-    def _stub_parts(self, message: ModelRequest, slot: Slot) -> tuple[BlockRecord, ModelRequest] | None:
+    def _stub_parts(
+        self, message: ModelRequest, slot: Slot, *, keep_tokens: int = 0
+    ) -> tuple[BlockRecord, ModelRequest] | None:
         """Archive a request holding large tool results or binary content, and stub those parts.
 
         What to stub is decided on the live message first: a large request often has nothing to stub (many small
-        parts), and redacting it only to find that out would be wasted.
+        parts), and redacting it only to find that out would be wasted. `keep_tokens` is how much of the stubbed
+        results' text may stay (head and tail, shared among them); at least the policy's head and tail stay.
         """
         large: dict[int, int] = {}  # index of a tool return to stub -> its tokens
         for index, part in enumerate(message.parts):
@@ -369,11 +424,14 @@ class SessionCompactor:
             text=message_text(archived),
         )
         pointer = f'recover_block("{record.id}")'
+        share = keep_tokens / sum(large.values()) if large else 0.0
         parts: list[ModelRequestPart] = []
         for index, part in enumerate(message.parts):
             if isinstance(part, BaseToolReturnPart) and index in large:
                 text, tokens = part_text(part), large[index]
-                head, tail = text[: self.policy.stub_head_chars], text[-self.policy.stub_tail_chars :]
+                kept = int(len(text) * share) // 2  # characters at each end, in proportion to the tokens kept
+                head = text[: max(self.policy.stub_head_chars, kept)]
+                tail = text[len(text) - max(self.policy.stub_tail_chars, kept) :]
                 stub = (
                     f'{head}\n[... {tokens} tokens of this tool result archived; the full text: {pointer} ...]\n{tail}'
                 )
