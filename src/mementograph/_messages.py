@@ -8,6 +8,7 @@ from __future__ import annotations
 
 import hashlib
 import json
+import re
 from collections.abc import Iterable, Sequence
 
 from pydantic_ai.messages import (
@@ -25,8 +26,10 @@ from pydantic_ai.messages import (
     ThinkingPart,
     UserPromptPart,
 )
+from pydantic_core import PydanticSerializationError, ValidationError
 
 __all__ = (
+    'args_text',
     'deserialize_messages',
     'message_text',
     'messages_sha256',
@@ -34,17 +37,50 @@ __all__ = (
     'serialize_messages',
     'tool_call_ids',
     'tool_return_ids',
+    'without_surrogates',
 )
 
 
+_SURROGATE = re.compile('[\ud800-\udfff]')
+_ESCAPED_SURROGATE = re.compile(r'\\u[dD][89a-fA-F][0-9a-fA-F]{2}')
+
+
 def serialize_messages(messages: Sequence[ModelMessage]) -> bytes:
-    """The exact pydantic-ai JSON serialization of `messages`: the bytes that are archived and hashed."""
-    return ModelMessagesTypeAdapter.dump_json(list(messages))
+    """The exact pydantic-ai JSON serialization of `messages`: the bytes that are archived and hashed.
+
+    A string holding a lone surrogate (text decoded with `surrogateescape`, e.g. a binary file read by a tool) has
+    no UTF-8 form, so pydantic-ai cannot write it; those messages are written as the same JSON with every non-ASCII
+    character escaped, which keeps the surrogate (`\\udcff`) and reads back to equal messages.
+
+    Raises:
+        ValueError: the messages cannot be written so that they read back equal (pydantic replaces a lone
+            surrogate in a dictionary key): the caller archives nothing rather than something else.
+    """
+    try:
+        return ModelMessagesTypeAdapter.dump_json(list(messages))
+    except PydanticSerializationError as exc:
+        data = ModelMessagesTypeAdapter.dump_python(list(messages), mode='json')
+        escaped = json.dumps(data, ensure_ascii=True, separators=(',', ':')).encode('ascii')
+        if deserialize_messages(escaped) != list(messages):
+            raise ValueError(f'these messages cannot be archived exactly: {exc}') from exc
+        return escaped
 
 
 def deserialize_messages(data: bytes | str) -> list[ModelMessage]:
     """Inverse of `serialize_messages`."""
-    return ModelMessagesTypeAdapter.validate_json(data)
+    try:
+        return ModelMessagesTypeAdapter.validate_json(data)
+    except ValidationError:
+        if not _ESCAPED_SURROGATE.search(data if isinstance(data, str) else data.decode('utf-8', 'replace')):
+            raise
+        # pydantic's JSON parser rejects an escaped lone surrogate; Python's keeps it
+        return ModelMessagesTypeAdapter.validate_python(json.loads(data))
+
+
+def without_surrogates(text: str) -> str:
+    """`text` with each lone surrogate replaced by U+FFFD: text derived from messages (rendered blocks, mementos,
+    entities, search text) must be valid UTF-8 for the stores; the archived messages keep the originals."""
+    return text if text.isascii() else _SURROGATE.sub('\ufffd', text)
 
 
 def messages_sha256(data: bytes) -> str:
@@ -73,16 +109,30 @@ def _content_text(content: object) -> str:
 
 
 def part_text(part: object) -> str:
-    """What a part says, as plain text (tool calls as `name(args)`, binary parts as a short placeholder)."""
+    """What a part says, as plain text (tool calls as `name(args)`, binary parts as a short placeholder), lone
+    surrogates replaced (`without_surrogates`)."""
+    return without_surrogates(_part_text(part))
+
+
+def _part_text(part: object) -> str:
     if isinstance(part, SystemPromptPart | UserPromptPart | TextPart | ThinkingPart):
         return _content_text(part.content)
     if isinstance(part, BaseToolCallPart):
-        return f'{part.tool_name}({part.args_as_json_str()})'
+        return f'{part.tool_name}({args_text(part)})'
     if isinstance(part, BaseToolReturnPart):
         return _content_text(part.content)
     if isinstance(part, RetryPromptPart):
         return part.model_response()
     return _content_text(getattr(part, 'content', None))
+
+
+def args_text(part: BaseToolCallPart) -> str:
+    """A tool call's arguments as compact JSON (`args_as_json_str`); arguments holding a lone surrogate, which
+    pydantic cannot write, are written by `json` instead (non-ASCII as is, the surrogate too)."""
+    try:
+        return part.args_as_json_str()
+    except PydanticSerializationError:
+        return json.dumps(part.args_as_dict(), ensure_ascii=False, separators=(',', ':'))
 
 
 def message_text(message: ModelMessage) -> str:

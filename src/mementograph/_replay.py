@@ -103,7 +103,8 @@ def split_transcript(messages: Sequence[ModelMessage]) -> tuple[list[ModelMessag
             continue
         for part in message.parts:
             if isinstance(part, BaseToolReturnPart):
-                returns.setdefault(part.tool_call_id, part_text(part))
+                content = part.content if isinstance(part.content, str) else part_text(part)  # text exactly
+                returns.setdefault(part.tool_call_id, content)
         if not any(isinstance(part, BaseToolCallPart | BaseToolReturnPart) for part in message.parts):
             pending.append(message)
     if response is not None:

@@ -103,6 +103,17 @@ def event_records(store: GraphStore, namespace: str, session_id: str | None) -> 
     return records
 
 
+def _json_line(record: dict[str, Any]) -> str:
+    """One JSONL line, non-ASCII text as is; a record holding a lone surrogate (archived from text decoded with
+    `surrogateescape`) has no UTF-8 form, so its line escapes it (`\\udcff`) and stays exact."""
+    line = json.dumps(record, ensure_ascii=False)
+    try:
+        line.encode('utf-8')
+    except UnicodeEncodeError:
+        line = json.dumps(record)
+    return line + '\n'
+
+
 def _export(args: argparse.Namespace) -> int:
     if not args.jsonl:
         raise CliError('choose an export format: --jsonl', code=2)
@@ -111,7 +122,7 @@ def _export(args: argparse.Namespace) -> int:
             records = event_records(store, args.namespace, args.session)
         else:
             records = export_records(store, args.namespace, args.session)
-    lines = ''.join(json.dumps(record, ensure_ascii=False) + '\n' for record in records)
+    lines = ''.join(_json_line(record) for record in records)
     if args.output in (None, '-'):
         sys.stdout.write(lines)
     else:

@@ -25,6 +25,7 @@ from typing import Final
 
 from pydantic_ai.messages import ModelMessage, ModelResponse, SystemPromptPart, TextPart, UserPromptPart
 
+from ..._messages import without_surrogates
 from ..._transcripts import split_bash_action
 from ._block import BlockInput
 from ._dates import MONTHS, anchor_text, find_anchors
@@ -139,11 +140,11 @@ def _prose(messages: Sequence[ModelMessage]) -> Iterator[tuple[str, str, datetim
     for message in messages:
         for part in message.parts:
             if isinstance(part, UserPromptPart) and isinstance(part.content, str) and not is_observation(part):
-                yield 'user', part.content, part.timestamp
+                yield 'user', without_surrogates(part.content), part.timestamp
             elif isinstance(part, TextPart) and isinstance(message, ModelResponse):
-                yield 'assistant', part.content, message.timestamp
+                yield 'assistant', without_surrogates(part.content), message.timestamp
             elif isinstance(part, SystemPromptPart):
-                yield 'system', part.content, part.timestamp
+                yield 'system', without_surrogates(part.content), part.timestamp
 
 
 def _turns(messages: Sequence[ModelMessage]) -> list[_Turn]:

@@ -30,7 +30,7 @@ from pydantic_ai.messages import (
     UserPromptPart,
 )
 
-from ..._messages import part_text
+from ..._messages import part_text, without_surrogates
 from ..._transcripts import split_bash_action
 
 __all__ = (
@@ -138,7 +138,7 @@ def render_block(messages: Sequence[ModelMessage]) -> str:
             header, text = _part_header_and_text(part)
             if text.strip():
                 chunks.append(f'[{header}]\n{text}')
-    return '\n'.join(chunks)
+    return without_surrogates('\n'.join(chunks))  # text and reasoning parts are read directly
 
 
 def _region_kind(label: str) -> RegionKind:

@@ -41,7 +41,7 @@ from pydantic_ai.messages import (
     UserPromptPart,
 )
 
-from ..._messages import tool_call_ids, tool_return_ids
+from ..._messages import args_text, tool_call_ids, tool_return_ids
 from ..._tokens import TokenCounter
 from ..._transcripts import split_bash_action
 from ._facts import command_facts, prose_facts
@@ -134,7 +134,7 @@ def _message_files(message: ModelMessage) -> frozenset[str]:
     for part in message.parts:
         if isinstance(part, BaseToolCallPart):
             command = shell_command(part)
-            facts = command_facts(command if command is not None else part.args_as_json_str())
+            facts = command_facts(command if command is not None else args_text(part))
         elif isinstance(part, TextPart):
             facts = prose_facts(part.content)
         else:
