@@ -42,6 +42,7 @@ __all__ = (
 
 
 _SURROGATE = re.compile('[\ud800-\udfff]')
+_REPLACEMENT = '\ufffd'.encode()
 _ESCAPED_SURROGATE = re.compile(r'\\u[dD][89a-fA-F][0-9a-fA-F]{2}')
 
 
@@ -53,17 +54,24 @@ def serialize_messages(messages: Sequence[ModelMessage]) -> bytes:
     character escaped, which keeps the surrogate (`\\udcff`) and reads back to equal messages.
 
     Raises:
-        ValueError: the messages cannot be written so that they read back equal (pydantic replaces a lone
-            surrogate in a dictionary key): the caller archives nothing rather than something else.
+        ValueError: the messages cannot be written so that they read back equal (pydantic silently replaces a
+            lone surrogate in a dictionary key with U+FFFD): the caller archives nothing rather than something else.
     """
     try:
-        return ModelMessagesTypeAdapter.dump_json(list(messages))
+        data = ModelMessagesTypeAdapter.dump_json(list(messages))
     except PydanticSerializationError as exc:
-        data = ModelMessagesTypeAdapter.dump_python(list(messages), mode='json')
-        escaped = json.dumps(data, ensure_ascii=True, separators=(',', ':')).encode('ascii')
-        if deserialize_messages(escaped) != list(messages):
-            raise ValueError(f'these messages cannot be archived exactly: {exc}') from exc
-        return escaped
+        python = ModelMessagesTypeAdapter.dump_python(list(messages), mode='json')
+        data = json.dumps(python, ensure_ascii=True, separators=(',', ':')).encode('ascii')
+        problem = str(exc)
+    else:
+        if _REPLACEMENT not in data:  # nothing was replaced: the usual case needs no check
+            return data
+        problem = 'a character was replaced'
+    if deserialize_messages(data) != list(messages):
+        raise ValueError(
+            f'these messages cannot be archived exactly ({problem}): a dictionary key holds a lone surrogate'
+        )
+    return data
 
 
 def deserialize_messages(data: bytes | str) -> list[ModelMessage]:
