@@ -8,9 +8,11 @@ Payloads are real: the shared agent trajectories segmented as the capability seg
 extractive memento and its entities (`mentions_for` on block and memento, as the compactor writes them), cycled
 into sessions of 1,000 blocks until the target count (a cycled block gets a new id in its new place). Queries
 are real too: entity names drawn from random blocks (a file, a symbol or error, a plain word), two or three per
-query, seeded. The measured call is what the `recall` tool runs (`recall(store, query, k=10)` over the whole
-namespace: the hardest scope) after one warm-up round; the first search also builds the lazy full-text index,
-which is timed apart (`index_s`). Measured side by side in the same run: `recall` (fused, the tool's call), the
+query, seeded. The measured call is `recall(store, query, k=10)` over the whole namespace (what the MCP server's
+`recall` asks without a session) after one warm-up round, and once per round scoped to one session of it
+(`recall_session`: what the capability's tool asks, a different session of 1,000 blocks per query); the first
+search also builds the lazy full-text index, which is timed apart (`index_s`). Measured side by side in the same
+run: `recall` (fused), the
 graph ranking alone (`method='graph'`, Python over the entity reads), and the store's plain BM25 `search_text`
 with the same words (the baseline `recall` cannot be faster than). The rounds repeat the same queries, and a SQLite
 store keeps its full-text word counts while its index is unchanged, so `recall_first` times each query once more
@@ -146,13 +148,17 @@ def forget_search_counts(store: GraphStore) -> None:
         store._text_memo_values.clear()  # the bench peeks: a first-time query is what it measures here
 
 
-def measure(store: GraphStore, texts: Sequence[str], namespace: str, rounds: int = 3) -> dict[str, float]:
+def measure(store: GraphStore, texts: Sequence[str], namespace: str, size: int, rounds: int = 3) -> dict[str, float]:
     started = time.perf_counter()
     store.search_text('warm up the full-text index', k=1, namespace=namespace)
     index_s = time.perf_counter() - started
     for text in texts:  # warm-up round (caches, lazy index)
         recall(store, text, 10, namespace=namespace, session_id=None)
-    times: dict[str, list[float]] = {'recall': [], 'graph': [], 'search_text': [], 'recall_first': []}
+    times: dict[str, list[float]] = {
+        'recall': [], 'graph': [], 'search_text': [], 'recall_first': [], 'recall_session': []
+    }  # fmt: skip
+    # the `recall` tool's own scope: the session (of 1,000 blocks) the agent is in, a different one per query
+    sessions = [f's{i % max(1, size // SESSION_BLOCKS)}' for i in range(len(texts))]
     for text in texts:  # each query as if asked for the first time: no full-text counts kept from earlier searches
         forget_search_counts(store)
         t0 = time.perf_counter()
@@ -169,6 +175,10 @@ def measure(store: GraphStore, texts: Sequence[str], namespace: str, rounds: int
             t0 = time.perf_counter()
             store.search_text(text, k=20, namespace=namespace)
             times['search_text'].append((time.perf_counter() - t0) * 1000)
+        for text, session in zip(texts, sessions, strict=True):
+            t0 = time.perf_counter()
+            recall(store, text, 10, namespace=namespace, session_id=session)
+            times['recall_session'].append((time.perf_counter() - t0) * 1000)
     row: dict[str, float] = {'index_s': round(index_s, 2)}
     for name, values in times.items():
         row[f'{name}_p50_ms'] = round(statistics.median(values), 2)
@@ -222,7 +232,7 @@ def main() -> None:
                     row = {'blocks': size, 'store': uri.split('://')[0], 'load_s': round(load_s, 1), 'reused': reused}
                     # the machine's load before and after: shared cores make every figure depend on it
                     load_before = round(os.getloadavg()[0], 2)
-                    row |= measure(store, texts, namespace, rounds=args.rounds)
+                    row |= measure(store, texts, namespace, size, rounds=args.rounds)
                     row['load_avg_1m_before'] = load_before
                     row['load_avg_1m'] = round(os.getloadavg()[0], 2)
                 finally:
@@ -240,15 +250,17 @@ def main() -> None:
         for row in store_rows:
             row['growth_p50_vs_smallest'] = round(row['recall_p50_ms'] / max(base['recall_p50_ms'], 1e-9), 2)
     header = (
-        '| blocks | store | recall (fused) p50 / p95 ms | fused, first time p50 / p95 ms | graph only p50 / p95 ms | '
-        'search_text p50 / p95 ms | fused p50 growth vs smallest | FTS index build s | load s | load avg before / after |'
+        '| blocks | store | recall (fused) p50 / p95 ms | fused, first time p50 / p95 ms | fused in a session p50 / p95 ms '
+        '| graph only p50 / p95 ms | search_text p50 / p95 ms | fused p50 growth vs smallest | FTS index build s '
+        '| load s | load avg before / after |'
     )
     print('\n' + header)
-    print('|' + '---|' * 10)
+    print('|' + '---|' * 11)
     for r in rows:
         print(
             f'| {r["blocks"]} | {r["store"]} | {r["recall_p50_ms"]} / {r["recall_p95_ms"]} | '
-            f'{r["recall_first_p50_ms"]} / {r["recall_first_p95_ms"]} | {r["graph_p50_ms"]} / {r["graph_p95_ms"]} | '
+            f'{r["recall_first_p50_ms"]} / {r["recall_first_p95_ms"]} | '
+            f'{r["recall_session_p50_ms"]} / {r["recall_session_p95_ms"]} | {r["graph_p50_ms"]} / {r["graph_p95_ms"]} | '
             f'{r["search_text_p50_ms"]} / {r["search_text_p95_ms"]} | '
             f'{r["growth_p50_vs_smallest"]} | {r["index_s"]} | {r["load_s"]} | '
             f'{r["load_avg_1m_before"]} / {r["load_avg_1m"]} |'

@@ -130,16 +130,16 @@ def test_schema_setup_is_idempotent(store: Neo4jStore, neo4j_server: dict[str, s
     assert {FULLTEXT_INDEX, 'mementograph_block_id', 'mementograph_block_order', 'mementograph_event_uid'} <= names
 
 
-def test_full_text_index_is_eventually_consistent_and_holds_the_namespace(store: Neo4jStore) -> None:
-    """A synchronous full-text index costs ~8 ms per eviction commit, and one without the namespace makes a search
-    read other namespaces' matches; schema setup replaces one left by older code."""
+def test_full_text_index_is_eventually_consistent_and_holds_the_scope(store: Neo4jStore) -> None:
+    """A synchronous full-text index costs ~8 ms per eviction commit, and one without the namespace and session
+    makes a search read other scopes' matches; schema setup replaces one left by older code."""
     records = store._driver.execute_query(
         'SHOW INDEXES YIELD name, options, properties WHERE name = $name RETURN options, properties',
         name=FULLTEXT_INDEX,
     ).records
     assert len(records) == 1
     assert records[0]['options']['indexConfig']['fulltext.eventually_consistent'] is True
-    assert records[0]['properties'] == ['text', 'namespace']
+    assert records[0]['properties'] == ['text', 'namespace', 'session_id']
 
 
 def test_delete_session_keeps_shared_entities(store: Neo4jStore, unique_namespace: str) -> None:

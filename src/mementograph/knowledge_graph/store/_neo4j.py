@@ -98,7 +98,7 @@ _SCHEMA: Final = (
     ('mementograph_entity_namespace', 'CREATE INDEX mementograph_entity_namespace IF NOT EXISTS FOR (n:Entity) ON (n.namespace)'),
     ('mementograph_session_namespace', 'CREATE INDEX mementograph_session_namespace IF NOT EXISTS FOR (n:Session) ON (n.namespace)'),
     (FULLTEXT_INDEX, f'CREATE FULLTEXT INDEX {FULLTEXT_INDEX} IF NOT EXISTS FOR (n:Memento|EvictedBlock) '
-                     'ON EACH [n.text, n.namespace] OPTIONS {indexConfig: {`fulltext.eventually_consistent`: true}}'),
+                     'ON EACH [n.text, n.namespace, n.session_id] OPTIONS {indexConfig: {`fulltext.eventually_consistent`: true}}'),
 )  # fmt: skip
 _OBSOLETE_INDEXES: Final = (
     'mementograph_block_session', 'mementograph_memento_session', 'mementograph_page_session',
@@ -136,14 +136,24 @@ def _is_memento_id(item_id: str) -> bool:
     return item_id.startswith('mem_')
 
 
-_FULLTEXT_PROPERTIES: Final = ['text', 'namespace']
-"""What the full-text index covers: the text, and the namespace, so that a search filters its namespace inside Lucene
-(one index serves every namespace of the server: filtering the top hits afterwards read other namespaces' matches)."""
+_FULLTEXT_PROPERTIES: Final = ['text', 'namespace', 'session_id']
+"""What the full-text index covers: the text, and the namespace and session, so that a search filters its scope
+inside Lucene (one index serves every namespace of the server: filtering the top hits afterwards read other
+namespaces' or sessions' matches)."""
 
 
 def _lucene_phrase(text: str) -> str:
     """`text` as a Lucene phrase query (quoted, with its backslashes and quotes escaped)."""
     return '"' + text.replace('\\', '\\\\').replace('"', '\\"') + '"'
+
+
+def _lucene_filter(field: str, value: str | None) -> str:
+    """` AND field:"value"^0`: only documents of that scope reach Lucene's ranking, with their scores the text's
+    alone; a phrase of the value's words may also match another value (`a-b` and `a b`), so callers still check
+    the scope on every hit. Empty for no value or one without a word character (nothing to match)."""
+    if value is None or not re.search(r'\w', value):
+        return ''
+    return f' AND {field}:{_lucene_phrase(value)}^0'
 
 
 def _fulltext_is_current(options: Mapping[str, Any] | None, properties: Sequence[str] | None) -> bool:
@@ -978,8 +988,9 @@ class Neo4jStore:
         As on SQLite, words in more than `TEXT_MAX_DF` documents are left out when rarer ones exist (frequencies
         counted up to that cap, in the same round trip as the search). The search asks Lucene for the top `k`
         only (`limit`, so it can skip documents that cannot reach them) of the namespace's documents (the namespace
-        is indexed beside the text and filtered with boost 0, so scores are the text's alone) and checks the scope
-        on those; only when some fall outside it (another session) does it rank every match in scope. If the rarer
+        and session are indexed beside the text and filtered with boost 0, so scores are the text's alone) and
+        checks the scope on those; only when some fall outside it (another session) does Lucene rank the session's
+        own. If the rarer
         words then find fewer than `k` documents in the scope while their best matches across the store lie
         elsewhere, it ranks the scope on all of the query's words (the common ones may be common only elsewhere),
         as SQLite does.
@@ -1021,7 +1032,8 @@ class Neo4jStore:
             f'YIELD node, score {returns} ORDER BY score DESC, id'
         )
         scoped = _q(
-            "CALL db.index.fulltext.queryNodes($index, '(' + $lucene + ')' + $in_namespace) YIELD node, score "
+            "CALL db.index.fulltext.queryNodes($index, '(' + $lucene + ')' + $in_namespace + $in_session) "
+            'YIELD node, score '
             f'WHERE {_scope("node", namespace, session_id)} {returns} ORDER BY score DESC, id LIMIT $k'
         )
         outside = _q(  # whether the top k across the whole store, unfiltered, reach outside the scope
@@ -1036,7 +1048,8 @@ class Neo4jStore:
             'min_docs': TEXT_MIN_DOCS,
             # only the namespace's documents reach the ranking (boost 0: the scores stay the text's alone); the
             # scope is still checked on every hit, as a phrase of the namespace's words could match another one
-            'in_namespace': f' AND namespace:{_lucene_phrase(namespace)}^0' if re.search(r'\w', namespace) else '',
+            'in_namespace': _lucene_filter('namespace', namespace),
+            'in_session': _lucene_filter('session_id', session_id),
             'namespace': namespace,
             'session_id': session_id,
             'k': k,
@@ -1060,9 +1073,14 @@ class Neo4jStore:
                 # common may be common only there: the scope is ranked on all of its words (as on SQLite)
                 return hits(run(scoped, {**params, 'lucene': ' OR '.join(phrases)}))
             lucene, every = records[0]['lucene'], records[0]['every']
-            if not all(in_scope(record) for record in records):
-                # other sessions (or a namespace whose name reads the same) hold better matches: 20 times as many
-                # from Lucene, then every match in scope
+            if not all(in_scope(record) for record in records) and session_id is not None:
+                # other sessions hold better matches: Lucene ranks the session's own (filtered in the index)
+                records = run(scoped, {**params, 'lucene': lucene})
+                if len(records) < k and every != lucene:
+                    records = run(scoped, {**params, 'lucene': every})  # as below
+            elif not all(in_scope(record) for record in records):
+                # a namespace whose name reads the same holds better matches: 20 times as many from Lucene, then
+                # every match in scope
                 wide = run(wider, {**params, 'lucene': lucene, 'limit': 20 * k})
                 kept = [record for record in wide if in_scope(record)]
                 exact = len(kept) >= k or len(wide) < 20 * k  # the top k in scope, or every match there is

@@ -6,6 +6,7 @@ disk. The networkx traversal view is built from these tables on demand (`graph()
 
 from __future__ import annotations
 
+import hashlib
 import json
 import re
 import sqlite3
@@ -49,10 +50,10 @@ if TYPE_CHECKING:  # recall reads (section at the end of SqliteStore); a runtime
 
 __all__ = ('SqliteStore',)
 
-FORMAT: Final = 'mementograph-sqlite-4'
+FORMAT: Final = 'mementograph-sqlite-5'
 """Written to `meta`. Format 1 files (a `summarizes` link table, eager entity index), format 2 files (a
-`page_blocks` table, every eviction's mentions in `mention_queue`) and format 3 files (no `entities.blocks`
-count) are migrated in place at open."""
+`page_blocks` table, every eviction's mentions in `mention_queue`), format 3 files (no `entities.blocks` count)
+and format 4 files (no `scope` in the full-text index) are migrated in place at open."""
 DEFAULT_BUSY_TIMEOUT: Final = 5.0
 
 _MENTIONS_ENTITY_INDEX: Final = (
@@ -170,7 +171,7 @@ CREATE TABLE IF NOT EXISTS events (
 CREATE INDEX IF NOT EXISTS events_messages ON events (namespace, session_id, message_index)
     WHERE message_index IS NOT NULL;
 CREATE VIRTUAL TABLE IF NOT EXISTS text_fts USING fts5 (
-    text, item_id UNINDEXED, namespace UNINDEXED, session_id UNINDEXED, tokenize = 'unicode61'
+    item_id UNINDEXED, namespace UNINDEXED, session_id UNINDEXED, scope, text, tokenize = 'unicode61'
 );
 """
 )
@@ -184,6 +185,17 @@ _MEMENTO_COLUMNS: Final = (
 _FORMAT_1: Final = 'mementograph-sqlite-1'
 _FORMAT_2: Final = 'mementograph-sqlite-2'
 _FORMAT_3: Final = 'mementograph-sqlite-3'
+_FORMAT_4: Final = 'mementograph-sqlite-4'
+_OLD_FORMATS: Final = (_FORMAT_1, _FORMAT_2, _FORMAT_3, _FORMAT_4)
+_TEXT_RANK: Final = 'bm25(text_fts, 0.0, 0.0, 0.0, 0.0, 1.0)'
+"""BM25 over the `text` column alone: the scope tokens a scoped query adds score nothing."""
+_TEXT_SCOPE_SHARE: Final = 4
+"""A namespace holding at most 1/this of the file's documents, and at most this many times `TEXT_MAX_DF`, is
+searched by intersecting the query with its scope token, as a session is; a larger one through the whole file's
+matches (see `_TEXT_SCOPE_DEPTH`)."""
+_TEXT_SCOPE_DEPTH: Final = 2
+"""A search in a large namespace first ranks the whole file's matches this many times `k` deep and keeps those in
+the namespace; it asks FTS5 for the namespace's own only when other namespaces crowd them."""
 _TEXT_FLOOR_SPAN: Final = 4
 """A query of only common words (each in more than `TEXT_MAX_DF` documents) is scored under its rarest word, told
 apart by counting up to this many times `TEXT_MAX_DF` (the first word of the query when they all exceed that)."""
@@ -288,7 +300,31 @@ def _migrate_from_3(conn: sqlite3.Connection) -> None:
     if 'blocks' not in _columns(conn, 'entities'):
         conn.execute('ALTER TABLE entities ADD COLUMN blocks INTEGER NOT NULL DEFAULT 0')
     conn.execute(_RECOUNT)
+    conn.execute("UPDATE meta SET value = ? WHERE key = 'format'", (_FORMAT_4,))
+
+
+def _migrate_from_4(conn: sqlite3.Connection) -> None:
+    """Take a format-4 file to format 5, inside the caller's transaction: the full-text index is dropped and made
+    again with its `scope` column and the small columns first. It is derived data: the first search after the
+    upgrade indexes every block and memento again, from the `fts_*` marks reset to 0 (at 100k blocks, ~20 s once).
+    """
+    conn.execute('DROP TABLE IF EXISTS text_fts')
+    conn.execute(next(s for s in _SCHEMA.split(';') if 'CREATE VIRTUAL TABLE IF NOT EXISTS text_fts' in s))
+    conn.execute("DELETE FROM meta WHERE key IN ('fts_blocks', 'fts_mementos')")
     conn.execute("UPDATE meta SET value = ? WHERE key = 'format'", (FORMAT,))
+
+
+def _scope_token(namespace: str, session_id: str | None = None) -> str:
+    """The full-text token that stands for a namespace (`n...`) or a session of it (`s...`): one `unicode61` token
+    (letters and digits), so FTS5 can intersect a query with a scope instead of reading every match's columns."""
+    parts = (namespace,) if session_id is None else (namespace, session_id)
+    digest = hashlib.sha256('\x1f'.join(parts).encode('utf-8', 'surrogatepass')).hexdigest()[:16]
+    return ('n' if session_id is None else 's') + digest
+
+
+def _scope_tokens(namespace: str, session_id: str) -> str:
+    """The `scope` column of a document: its namespace's token and its session's."""
+    return f'{_scope_token(namespace)} {_scope_token(namespace, session_id)}'
 
 
 _QUEUE_BATCH: Final = 500
@@ -310,6 +346,7 @@ _UPSERT_PAGE: Final = (
     'last_turn = excluded.last_turn, summary = excluded.summary, topics_json = excluded.topics_json, '
     'members_json = json_patch(excluded.members_json, pages.members_json)'  # a member keeps its first position
 )
+_INSERT_TEXT: Final = 'INSERT INTO text_fts (item_id, namespace, session_id, scope, text) VALUES (?, ?, ?, ?, ?)'
 _MENTIONS_MARK: Final = 'mentions_blocks'
 """`meta` key: the `rid` of the last block whose `mentions` are in the entity index."""
 _INSERT_MEMENTO: Final = (
@@ -398,6 +435,19 @@ def _text_df(conn: sqlite3.Connection, memo: dict[tuple[str, str, int], int], ph
             'SELECT count(*) FROM (SELECT 1 FROM text_fts WHERE text_fts MATCH ? LIMIT ?)', (phrase, cap + 1)
         ).fetchone()[0]
     return df
+
+
+def _scoped_text(
+    conn: sqlite3.Connection, match: str, namespace: str, session_id: str | None, k: int
+) -> list[tuple[str, float]]:
+    """`(item_id, rank)` of the best `k` documents of a namespace or session matching `match`."""
+    where, params = _scope_sql(namespace, session_id)  # a hash collision of scope tokens is ruled out here
+    rows = conn.execute(
+        f'SELECT item_id, {_TEXT_RANK} AS rank FROM text_fts WHERE text_fts MATCH ? AND {where} '
+        'ORDER BY rank, rowid LIMIT ?',
+        [f'scope:{_scope_token(namespace, session_id)} AND ({match})', *params, k],
+    ).fetchall()
+    return [(item_id, rank) for item_id, rank in rows]
 
 
 def _rarest(
@@ -535,12 +585,12 @@ class SqliteStore:
             raise sqlite3.DatabaseError('it holds tables of another application')
         if row is not None:
             fmt = conn.execute("SELECT value FROM meta WHERE key = 'format'").fetchone()
-            if fmt is not None and fmt[0] in (_FORMAT_1, _FORMAT_2, _FORMAT_3):
+            if fmt is not None and fmt[0] in _OLD_FORMATS:
                 self._migrate(conn, fmt[0])
             elif fmt is not None and str(fmt[0]).startswith('mementograph-sqlite-') and fmt[0] != FORMAT:
                 raise StoreUnavailableError(
                     f'{self._where()} holds format {fmt[0]!r}, which a newer mementograph wrote (this one reads '
-                    f'{FORMAT!r}, {_FORMAT_3!r}, {_FORMAT_2!r} and {_FORMAT_1!r}); '
+                    f'{FORMAT!r} and migrates {", ".join(map(repr, reversed(_OLD_FORMATS)))}); '
                     'upgrade mementograph or choose another --store'
                 )
             elif fmt is None or fmt[0] != FORMAT:
@@ -557,7 +607,7 @@ class SqliteStore:
             raise
 
     def _migrate(self, conn: sqlite3.Connection, old: str) -> None:
-        """Migrate a format-1, 2 or 3 file in one transaction: a failure (or a kill) leaves it as it was, whole."""
+        """Migrate a format-1 to 4 file in one transaction: a failure (or a kill) leaves it as it was, whole."""
         conn.execute('BEGIN IMMEDIATE')
         try:
             fmt = conn.execute("SELECT value FROM meta WHERE key = 'format'").fetchone()
@@ -568,6 +618,8 @@ class SqliteStore:
                 _migrate_from_2(conn)
             if fmt is not None and fmt[0] in (_FORMAT_1, _FORMAT_2, _FORMAT_3):
                 _migrate_from_3(conn)
+            if fmt is not None and fmt[0] in _OLD_FORMATS:
+                _migrate_from_4(conn)
             conn.execute('COMMIT')
         except BaseException as exc:
             if conn.in_transaction:
@@ -791,7 +843,12 @@ class SqliteStore:
                     )
                 )
                 removed += conn.execute(f'DELETE FROM mentions WHERE source_id IN ({marks})', chunk).rowcount
-                conn.execute(f'DELETE FROM text_fts WHERE item_id IN ({marks})', chunk)
+            # the session's documents through its scope token: no read of every document's columns
+            conn.execute(
+                'DELETE FROM text_fts WHERE rowid IN (SELECT rowid FROM text_fts WHERE text_fts MATCH ? '
+                'AND namespace = ? AND session_id = ?)',
+                (f'scope:{_scope_token(namespace, session_id)}', namespace, session_id),
+            )
             for page_id in page_ids:  # CONTAINS edges: they go with their page row
                 removed += conn.execute('SELECT count(*) FROM page_blocks WHERE page_id = ?', (page_id,)).fetchone()[0]
             for table in ('blocks', 'mementos', 'pages', 'events'):
@@ -1137,11 +1194,14 @@ class SqliteStore:
             done = int(marks.get('fts_mementos', 0))
             top = conn.execute('SELECT max(rid) FROM mementos').fetchone()[0] or 0
             if top > done:
-                conn.execute(
-                    'INSERT INTO text_fts (text, item_id, namespace, session_id) '
-                    'SELECT text, id, namespace, session_id FROM mementos WHERE rid > ? AND rid <= ?',
-                    (done, top),
+                mementos = conn.execute(
+                    'SELECT id, namespace, session_id, text FROM mementos WHERE rid > ? AND rid <= ?', (done, top)
                 )
+                while rows := mementos.fetchmany(1000):
+                    conn.executemany(
+                        _INSERT_TEXT,
+                        [(item, ns, session, _scope_tokens(ns, session), text) for item, ns, session, text in rows],
+                    )
                 conn.execute("INSERT OR REPLACE INTO meta (key, value) VALUES ('fts_mementos', ?)", (str(top),))
             done = int(marks.get('fts_blocks', 0))
             last = done
@@ -1150,10 +1210,8 @@ class SqliteStore:
             )
             for row in blocks:
                 text = '\n'.join(message_text(m) for m in deserialize_messages(bytes(row['messages_json'])))
-                conn.execute(
-                    'INSERT INTO text_fts (text, item_id, namespace, session_id) VALUES (?, ?, ?, ?)',
-                    (text, row['id'], row['namespace'], row['session_id']),
-                )
+                namespace, session = row['namespace'], row['session_id']
+                conn.execute(_INSERT_TEXT, (row['id'], namespace, session, _scope_tokens(namespace, session), text))
                 last = row['rid']
             if last > done:
                 conn.execute("INSERT OR REPLACE INTO meta (key, value) VALUES ('fts_blocks', ?)", (str(last),))
@@ -1186,11 +1244,15 @@ class SqliteStore:
         frequency counted up to that cap, a bounded read), and a query of only such words is scored over the
         latest `TEXT_MAX_DF` documents holding its rarest word (told apart up to `_TEXT_FLOOR_SPAN` times the cap).
         These counts are kept while the index stays the same (`_text_memo`): a phrase of common tokens such as
-        `django/db/models/sql/query.py` costs milliseconds to count at 100k blocks. The ranking runs on rowids alone;
-        the scope is checked on the top `k` afterwards (reading a document's unindexed columns for every match would
-        cost more than scoring it), and the scope is filtered inside the query only when those hits leave it; if the
-        rarer words then find fewer than `k` documents in the scope, it is ranked on all of the query's words (the
-        common ones may be common only elsewhere).
+        `django/db/models/sql/query.py` costs milliseconds to count at 100k blocks.
+
+        The scope: every document carries a token for its namespace and one for its session (`scope`). A session,
+        or a small namespace (`_TEXT_SCOPE_SHARE`), is searched by intersecting the query with its token,
+        so only its own documents are scored (checking the scope of every match instead cost 0.1-0.6 s at 100k
+        blocks). A larger namespace ranks the file's matches `_TEXT_SCOPE_DEPTH` times `k` deep and keeps its own,
+        intersecting only when other namespaces crowd them. If the rarer words find fewer than `k` documents in an
+        intersected scope, it is ranked on all of the query's words (the common ones may be common only
+        elsewhere).
         """
         from ..recall._values import TEXT_MAX_DF, TEXT_MAX_TERMS, TEXT_MIN_DOCS
 
@@ -1227,38 +1289,38 @@ class SqliteStore:
                         ).fetchone()[0]
                     floor = memo[key]
             match = ' OR '.join(picked)
-            ranked = conn.execute(
-                'SELECT rowid, bm25(text_fts) AS rank FROM text_fts WHERE text_fts MATCH ? AND rowid >= ? '
-                'ORDER BY rank, rowid LIMIT ?',
-                (match, floor, k),
-            ).fetchall()
-            marks = ', '.join('?' * len(ranked))
-            items = {
-                row[0]: (row[1], row[2], row[3])
-                for row in conn.execute(
-                    f'SELECT rowid, item_id, namespace, session_id FROM text_fts WHERE rowid IN ({marks})',
-                    [row[0] for row in ranked],
+            scoped = session_id is not None
+            if not scoped and docs > TEXT_MIN_DOCS:
+                # a small namespace is searched on its own (its documents counted up to the bound, a short read)
+                small = min(docs // _TEXT_SCOPE_SHARE, _TEXT_SCOPE_SHARE * TEXT_MAX_DF)
+                scoped = _text_df(conn, memo, f'scope:{_scope_token(namespace)}', small) <= small
+            if not scoped:
+                # a namespace holding most of the file: rank the file's (latest) matches deep enough to hold `k`
+                # of them (reading their small columns is cheap: they come before the text)
+                depth = max(k * _TEXT_SCOPE_DEPTH, 20)
+                ranked = conn.execute(
+                    f'SELECT rowid, {_TEXT_RANK} AS rank FROM text_fts WHERE text_fts MATCH ? AND rowid >= ? '
+                    'ORDER BY rank, rowid LIMIT ?',
+                    (match, floor, depth),
+                ).fetchall()
+                marks = ', '.join('?' * len(ranked))
+                scope = dict(
+                    conn.execute(
+                        f'SELECT rowid, item_id FROM text_fts WHERE rowid IN ({marks}) AND namespace = ?',
+                        [*(row[0] for row in ranked), namespace],
+                    ).fetchall()
                 )
-            }
-            in_scope = all(
-                items[rowid][1] == namespace and session_id in (None, items[rowid][2]) for rowid, _ in ranked
-            )
-            if in_scope:
-                rows = [(items[rowid][0], rank) for rowid, rank in ranked]
-            else:
-                # no `floor` in scope: the latest documents of the whole file may all belong to other scopes, and
-                # this scope's matches must not be lost to them (slower, and only when other scopes crowd in)
-                where, params = _scope_sql(namespace, session_id)
-                scoped = (
-                    f'SELECT item_id, bm25(text_fts) AS rank FROM text_fts WHERE text_fts MATCH ? '
-                    f'AND {where} ORDER BY rank, rowid LIMIT ?'
-                )
-                rows = conn.execute(scoped, [match, *params, k]).fetchall()
+                rows = [(scope[rowid], rank) for rowid, rank in ranked if rowid in scope][:k]
+                # other namespaces crowd the matches: the namespace's own are ranked apart (and on every word)
+                scoped = len(rows) < min(k, len(ranked))
+            if scoped:
+                # FTS5 intersects the query with the scope's token, so only the scope's documents are scored
+                rows = _scoped_text(conn, match, namespace, session_id, k)
                 every = ' OR '.join(phrases[index] for index in sorted(index for _, index in present))
                 if len(rows) < k and present and every != match:
                     # the words left out were common across the whole file, maybe through other scopes alone:
                     # here they may be the only ones that match, so the scope is ranked on all of its words
-                    rows = conn.execute(scoped, [every, *params, k]).fetchall()
+                    rows = _scoped_text(conn, every, namespace, session_id, k)
             memento_ids = [item_id for item_id, _ in rows if item_id.startswith('mem_')]
             targets = {
                 memento_id: tuple(json.loads(summarizes_json))
