@@ -22,13 +22,20 @@ __all__ = ('TOOL_OUTPUT_CHARS', 'MementoToolset')
 
 TOOL_OUTPUT_CHARS: Final = 12_000
 """Characters one tool answer may carry (~3k tokens); longer answers are paginated."""
+_MIN_OUTPUT_CHARS: Final = 1_000
 
 
-def paginate(text: str, page: int, *, what: str, more: str) -> str:
-    """Page `page` (1-based) of `text`, with a footer saying how to get the next page."""
-    pages = max(1, -(-len(text) // TOOL_OUTPUT_CHARS))
+def output_chars(high_water_tokens: int) -> int:
+    """Characters one tool answer may carry under a high-water mark: `TOOL_OUTPUT_CHARS`, or about a quarter of
+    the mark (~4 characters a token) when that is less, so a page recovered at a small mark fits beside the rest."""
+    return max(_MIN_OUTPUT_CHARS, min(TOOL_OUTPUT_CHARS, high_water_tokens))
+
+
+def paginate(text: str, page: int, *, what: str, more: str, chars: int = TOOL_OUTPUT_CHARS) -> str:
+    """Page `page` (1-based) of `text`, `chars` characters a page, with a footer saying how to get the next."""
+    pages = max(1, -(-len(text) // chars))
     page = min(max(page, 1), pages)
-    chunk = text[(page - 1) * TOOL_OUTPUT_CHARS : page * TOOL_OUTPUT_CHARS]
+    chunk = text[(page - 1) * chars : page * chars]
     if pages == 1:
         return chunk
     footer = f'\n[{what}: page {page} of {pages}'
@@ -83,7 +90,13 @@ class MementoToolset(FunctionToolset[AgentDepsT]):
             + render_block(b.messages)
             for b in blocks
         ]
-        return paginate('\n\n'.join(parts), page, what=block_id, more=f'recover_block("{block_id}", page={{page}})')
+        return paginate(
+            '\n\n'.join(parts),
+            page,
+            what=block_id,
+            more=f'recover_block("{block_id}", page={{page}})',
+            chars=output_chars(capability.high_water(ctx)),
+        )
 
     async def compact_context(self, ctx: RunContext[AgentDepsT]) -> str:
         """Archive every completed block of the conversation now and replace it with its memento."""
@@ -118,7 +131,7 @@ class MementoToolset(FunctionToolset[AgentDepsT]):
             session_id=capability.resolve_session_id(ctx),
             now=datetime.now(UTC),  # "yesterday", "two hours ago" in a query mean from now
         )
-        return render_recall(hits, query, max_chars=TOOL_OUTPUT_CHARS)
+        return render_recall(hits, query, max_chars=output_chars(capability.high_water(ctx)))
 
     async def retrieve_page(self, ctx: RunContext[AgentDepsT], page_id: str, page: int = 1) -> str:
         """Return the archived blocks of one page of the memory index, within a token cap.

@@ -1073,18 +1073,17 @@ class Neo4jStore:
                 # common may be common only there: the scope is ranked on all of its words (as on SQLite)
                 return hits(run(scoped, {**params, 'lucene': ' OR '.join(phrases)}))
             lucene, every = records[0]['lucene'], records[0]['every']
-            if not all(in_scope(record) for record in records) and session_id is not None:
-                # other sessions hold better matches: Lucene ranks the session's own (filtered in the index)
-                records = run(scoped, {**params, 'lucene': lucene})
-                if len(records) < k and every != lucene:
-                    records = run(scoped, {**params, 'lucene': every})  # as below
-            elif not all(in_scope(record) for record in records):
-                # a namespace whose name reads the same holds better matches: 20 times as many from Lucene, then
-                # every match in scope
-                wide = run(wider, {**params, 'lucene': lucene, 'limit': 20 * k})
-                kept = [record for record in wide if in_scope(record)]
-                exact = len(kept) >= k or len(wide) < 20 * k  # the top k in scope, or every match there is
-                records = kept[:k] if exact else run(scoped, {**params, 'lucene': lucene})
+            if not all(in_scope(record) for record in records):
+                if session_id is not None:
+                    # other sessions hold better matches: Lucene ranks the session's own (filtered in the index)
+                    records = run(scoped, {**params, 'lucene': lucene})
+                else:
+                    # a namespace whose name reads the same holds better matches: 20 times as many from Lucene,
+                    # then every match in scope
+                    wide = run(wider, {**params, 'lucene': lucene, 'limit': 20 * k})
+                    kept = [record for record in wide if in_scope(record)]
+                    exact = len(kept) >= k or len(wide) < 20 * k  # the top k in scope, or every match there is
+                    records = kept[:k] if exact else run(scoped, {**params, 'lucene': lucene})
                 if len(records) < k and every != lucene:
                     records = run(scoped, {**params, 'lucene': every})  # as below
             elif len(records) < k and every != lucene and run(outside, {**params, 'lucene': lucene})[0]['found']:
