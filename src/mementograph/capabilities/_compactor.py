@@ -72,7 +72,8 @@ class CompactionPolicy:
     micro_min_tokens: int = 1_000
     """A tool result at least this large becomes a stub once it is old."""
     keep_recent_messages: int = 6
-    """The newest messages are never micro-compacted."""
+    """The newest messages are not micro-compacted (only a tool result too large for the mark, when nothing else
+    brings the context under it, is stubbed wherever it is)."""
     stub_head_chars: int = 300
     stub_tail_chars: int = 300
     memento_share: float = 0.35

@@ -138,7 +138,8 @@ class MementoCompaction(AbstractCapability[AgentDepsT]):
     """Old tool results at least this large are stubbed first (micro-compaction), their originals archived."""
 
     keep_recent_messages: int = 6
-    """The newest messages are never micro-compacted."""
+    """The newest messages are not micro-compacted (only a tool result too large for the mark, when nothing else
+    brings the context under it, is stubbed wherever it is)."""
 
     memento_share: float = 0.35
     """Mementos may take this share of the high-water mark before the oldest are merged into a memento of
