@@ -316,9 +316,10 @@ class SessionCompactor:
                 continue
             if self.counter.count_message(message) < self.policy.micro_min_tokens:
                 continue
-            result = self._stub_parts(message, slot)
-            if result is not None:
-                stubbed[slot.index] = result
+            archived = self._archive_for_stubs(message, slot)
+            if archived is not None:
+                record, large = archived
+                stubbed[slot.index] = record, self._stubbed(message, record, large)
         return await self._write_stubs(messages, stubbed, report)
 
     async def _stub_oversized(
@@ -350,17 +351,19 @@ class SessionCompactor:
                 break
             target = size - (tokens - high)  # this message's size that brings the context to the mark
             keep = target - _STUB_OVERHEAD_TOKENS
-            result = self._stub_parts(message, slot, keep_tokens=max(0, keep))
-            if result is None:
+            archived = self._archive_for_stubs(message, slot)  # once: only the stub is remade below
+            if archived is None:
                 continue
+            record, large = archived
+            stub = self._stubbed(message, record, large, keep_tokens=max(0, keep))
             for _ in range(3):  # characters per token vary along a text: correct the estimate
-                excess = self.counter.count_message(result[1]) - target
+                excess = self.counter.count_message(stub) - target
                 if excess <= 0 or keep <= 0:
                     break
                 keep -= 2 * excess + _STUB_MARGIN_TOKENS
-                result = self._stub_parts(message, slot, keep_tokens=max(0, keep)) or result
-            stubbed[slot.index] = result
-            tokens += self.counter.count_message(result[1]) - size
+                stub = self._stubbed(message, record, large, keep_tokens=max(0, keep))
+            stubbed[slot.index] = record, stub
+            tokens += self.counter.count_message(stub) - size
         return await self._write_stubs(messages, stubbed, report)
 
     async def _write_stubs(
@@ -391,14 +394,12 @@ class SessionCompactor:
         ids = tuple(r.id for r in records)
         return rewritten, replace(report, micro_part_ids=(*report.micro_part_ids, *ids))
 
-    def _stub_parts(
-        self, message: ModelRequest, slot: Slot, *, keep_tokens: int = 0
-    ) -> tuple[BlockRecord, ModelRequest] | None:
-        """Archive a request holding large tool results or binary content, and stub those parts.
+    def _archive_for_stubs(self, message: ModelRequest, slot: Slot) -> tuple[BlockRecord, dict[int, int]] | None:
+        """The archive record of a request holding large tool results or binary content, and its tool results to
+        stub (part index -> tokens); `None` when it has nothing to stub.
 
         What to stub is decided on the live message first: a large request often has nothing to stub (many small
-        parts), and redacting it only to find that out would be wasted. `keep_tokens` is how much of the stubbed
-        results' text may stay (head and tail, shared among them); at least the policy's head and tail stay.
+        parts), and redacting it only to find that out would be wasted.
         """
         large: dict[int, int] = {}  # index of a tool return to stub -> its tokens
         for index, part in enumerate(message.parts):
@@ -424,6 +425,16 @@ class SessionCompactor:
             kind='part',
             text=message_text(archived),
         )
+        return record, large
+
+    def _stubbed(
+        self, message: ModelRequest, record: BlockRecord, large: dict[int, int], *, keep_tokens: int = 0
+    ) -> ModelRequest:
+        """`message` with its `large` tool results and binary content replaced by stubs pointing at `record`.
+
+        `keep_tokens` is how much of the stubbed results' text may stay (head and tail, shared among them); at least
+        the policy's head and tail stay.
+        """
         pointer = f'recover_block("{record.id}")'
         share = keep_tokens / sum(large.values()) if large else 0.0
         parts: list[ModelRequestPart] = []
@@ -450,7 +461,7 @@ class SessionCompactor:
                 parts.append(replace(part, content=items))
                 continue
             parts.append(part)
-        return record, replace(message, parts=parts)
+        return replace(message, parts=parts)
 
     def _originals(self, messages: Sequence[ModelMessage]) -> list[ModelMessage]:
         """Messages as they were logged (redacted, with a hook): micro-compacted ones are read back from their

@@ -113,12 +113,13 @@ def _part_header_and_text(part: object) -> tuple[str, str]:
     if isinstance(part, UserPromptPart):
         return ('observation' if is_observation(part) else 'user'), part_text(part)
     if isinstance(part, TextPart):
-        return 'assistant', part.content
+        return 'assistant', without_surrogates(part.content)
     if isinstance(part, ThinkingPart):
-        return 'thinking', part.content
+        return 'thinking', without_surrogates(part.content)
     if isinstance(part, BaseToolCallPart):
         command = shell_command(part)
-        return f'call {_safe_name(part.tool_name)}', command if command is not None else part_text(part)
+        text = part_text(part) if command is None else without_surrogates(command)
+        return f'call {_safe_name(part.tool_name)}', text
     if isinstance(part, BaseToolReturnPart):
         return f'return {_safe_name(part.tool_name)}', part_text(part)
     if isinstance(part, RetryPromptPart):
@@ -127,7 +128,7 @@ def _part_header_and_text(part: object) -> tuple[str, str]:
 
 
 def _safe_name(name: str) -> str:
-    return re.sub(r'[\]\n]', '_', name)[:80] or 'tool'
+    return without_surrogates(re.sub(r'[\]\n]', '_', name)[:80]) or 'tool'
 
 
 def render_block(messages: Sequence[ModelMessage]) -> str:
@@ -138,7 +139,7 @@ def render_block(messages: Sequence[ModelMessage]) -> str:
             header, text = _part_header_and_text(part)
             if text.strip():
                 chunks.append(f'[{header}]\n{text}')
-    return without_surrogates('\n'.join(chunks))  # text and reasoning parts are read directly
+    return '\n'.join(chunks)
 
 
 def _region_kind(label: str) -> RegionKind:
