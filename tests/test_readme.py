@@ -87,6 +87,8 @@ def sandbox(tmp_path_factory: pytest.TempPathFactory) -> Iterator[dict[str, str]
     )
     if 'TIKTOKEN_CACHE_DIR' in os.environ:
         env['TIKTOKEN_CACHE_DIR'] = os.environ['TIKTOKEN_CACHE_DIR']
+    # downloads (Neo4j jars, embedding models) are not what a fresh HOME tests: share the user's cache
+    env['MEMENTOGRAPH_CACHE'] = os.environ.get('MEMENTOGRAPH_CACHE') or str(Path.home() / '.cache' / 'mementograph')
     yield env
 
 

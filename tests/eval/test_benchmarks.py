@@ -9,7 +9,9 @@ from pathlib import Path
 import pytest
 
 from mementograph.cli import _eval_cmd
+from mementograph.cli._common import CliError
 from mementograph.eval import (
+    ALL_METHODS,
     EVAL_METHODS,
     evaluate_locomo,
     evaluate_longmemeval,
@@ -17,6 +19,7 @@ from mementograph.eval import (
     locomo_tables,
     longmemeval_tables,
 )
+from mementograph.knowledge_graph.dense import OnnxEmbeddingModel
 
 
 def test_locomo_slice(locomo_slice: Path) -> None:
@@ -60,4 +63,41 @@ def test_eval_command_prints_json(locomo_slice: Path, capsys: pytest.CaptureFixt
     data = json.loads(capsys.readouterr().out)
     assert data['methods'] == ['bm25', 'graph'] and data['ks'] == [5, 10]
     with pytest.raises(SystemExit):
-        parser.parse_args(['eval', 'locomo', str(locomo_slice), '--methods', 'dense'])
+        parser.parse_args(['eval', 'locomo', str(locomo_slice), '--methods', 'vector'])
+    dense = parser.parse_args(['eval', 'locomo', str(locomo_slice), '--methods', 'dense', '--embedding', ''])
+    with pytest.raises(CliError, match='dense need --embedding MODEL'):
+        dense.func(dense)
+    missing = parser.parse_args(['eval', 'locomo', str(locomo_slice), '--embedding', 'onnx:/no/such/model'])
+    with pytest.raises(CliError, match='/no/such/model: no such embedding model') as raised:
+        missing.func(missing)
+    assert raised.value.code == 2
+
+
+def test_dense_methods_in_both_evaluators(
+    locomo_slice: Path, longmemeval_oracle: Path, onnx_model_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    model = OnnxEmbeddingModel(onnx_model_path)
+    report = evaluate_locomo(locomo_slice, ks=(5, 10, 50), workers=1, embedding=model)
+    assert report.methods == ALL_METHODS and report.embedding_model == model.model_name
+    for method in ('dense', 'hybrid'):
+        values = [report.recall[method]['overall'][k] for k in report.ks]
+        assert values == sorted(values) and values[-1] >= 0.6
+    # the lexical methods rank as they do without a model
+    plain = evaluate_locomo(locomo_slice, ks=(5, 10, 50), workers=1, methods=('fused',))
+    assert plain.recall['fused'] == report.recall['fused']
+    lme = evaluate_longmemeval(longmemeval_oracle, pooled=True, limit=3, workers=1, embedding=model)
+    for scope in ('per-question', 'pooled'):
+        for method in ('dense', 'hybrid'):
+            overall = lme.scores[scope][method]['overall']
+            assert overall['recall_all@10'] >= overall['recall_all@5'] and 0.0 <= overall['ndcg_any@5'] <= 1.0
+    assert lme.scores['per-question']['hybrid']['overall']['recall_all@10'] >= 0.6
+    parser = argparse.ArgumentParser()
+    _eval_cmd.register(parser.add_subparsers())
+    args = parser.parse_args(
+        ['eval', 'locomo', str(locomo_slice), '--k', '10', '--methods', 'dense,hybrid', '--json', '--workers', '1',
+         '--embedding', f'onnx:{onnx_model_path}']
+    )  # fmt: skip
+    assert args.func(args) == 0
+    data = json.loads(capsys.readouterr().out)
+    assert data['methods'] == ['dense', 'hybrid'] and data['embedding_model'] == model.model_name
+    assert data['seconds_embed'] > 0

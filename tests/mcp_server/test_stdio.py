@@ -3,9 +3,13 @@
 from __future__ import annotations
 
 import json
+import re
+from pathlib import Path
 
+import pytest
 from mcp import Client, StdioServerParameters
 
+from mementograph.cli import main
 from mementograph.knowledge_graph.store import open_store
 
 from ._client import TOOLS, error, ok, texts
@@ -52,3 +56,27 @@ async def test_namespace_and_session_flags(memory_file: MemoryFile) -> None:
         assert "namespace 'other', session 'conv-1'" in missing
         data = json.loads(ok(await client.call_tool('stats', {})))
         assert (data['namespace'], data['session_id'], data['blocks']) == ('other', 'conv-1', 6)
+
+
+async def test_recall_by_meaning_with_an_embedding_model(memory_file: MemoryFile, onnx_model_path: Path) -> None:
+    store = open_store(memory_file.uri)
+    conv2 = {m.id for m in store.list_mementos(session_id='conv-2')}
+    store.close()
+    args = ('--store', memory_file.uri, '--embedding', f'onnx:{onnx_model_path}')
+    async with Client(_server(*args)) as client:
+        query = {'query': 'Which pastime does she find calming?', 'k': 2, 'session_id': 'conv-2'}
+        text = ok(await client.call_tool('recall', query))  # no word of "painting relaxes me"
+        assert 'dense rank 1' in text and set(re.findall(r'mem_[0-9a-f]+', text)) <= conv2
+        assert 'painting' in ok(await client.call_tool('recover_block', {'block_id': _first_id(text)})).lower()
+
+
+def _first_id(recalled: str) -> str:
+    match = re.search(r'recover_block\("(mem_[0-9a-f]+)"\)', recalled)
+    assert match is not None, recalled
+    return match.group(1)
+
+
+def test_a_missing_embedding_model_is_a_user_error(memory_file: MemoryFile, capsys: pytest.CaptureFixture[str]) -> None:
+    assert main(['mcp', '--store', memory_file.uri, '--embedding', 'onnx:/no/such/model']) == 2
+    err = capsys.readouterr().err
+    assert err.startswith('mementograph: error: ') and '/no/such/model: no such embedding model' in err

@@ -9,6 +9,7 @@ from pathlib import Path
 import pytest
 
 from mementograph.cli import _recall_cmd
+from mementograph.cli._common import CliError
 from mementograph.eval import DialogueIngestor, IngestedDialogue
 from mementograph.knowledge_graph.store import open_store
 
@@ -42,6 +43,21 @@ def test_recall_command(store_uri: str, capsys: pytest.CaptureFixture[str]) -> N
     assert later and all(hit['started_at'] >= '2023-06-01' for hit in later)
     assert run(['recall', 'xylophone', '--store', store_uri]) == 0
     assert 'Nothing archived matches' in capsys.readouterr().out
+
+
+def test_recall_command_by_meaning(
+    store_uri: str, onnx_model_path: Path, capsys: pytest.CaptureFixture[str], monkeypatch: pytest.MonkeyPatch
+) -> None:
+    monkeypatch.delenv('MEMENTOGRAPH_EMBEDDING_MODEL', raising=False)
+    query = 'Which pastime does she find calming?'  # no word of "painting relaxes me"
+    assert run(['recall', query, '--store', store_uri, '--json', '--embedding', f'onnx:{onnx_model_path}']) == 0
+    data = json.loads(capsys.readouterr().out)
+    assert data['method'] == 'hybrid' and any(r.startswith('dense rank 1') for r in data['hits'][0]['reasons'])
+    with pytest.raises(CliError, match='--method dense needs --embedding MODEL') as raised:
+        run(['recall', query, '--store', store_uri, '--method', 'dense'])
+    assert raised.value.code == 2
+    with pytest.raises(CliError, match='no such embedding model'):
+        run(['recall', query, '--store', store_uri, '--embedding', 'onnx:/no/such/model'])
 
 
 def test_pages_command(store_uri: str, capsys: pytest.CaptureFixture[str]) -> None:

@@ -39,6 +39,7 @@ from pydantic_ai.toolsets import AbstractToolset
 from .._redact import Redactor, redact_secrets
 from .._tokens import TokenCounter, encoding_for_model
 from ..knowledge_graph import DEFAULT_NAMESPACE
+from ..knowledge_graph.dense import DenseIndex, embedding_model
 from ..knowledge_graph.entities import mentions_for
 from ..knowledge_graph.memory import Compressor, ExtractiveCompressor, Judge, MementoEngine, RubricJudge
 from ..knowledge_graph.recall import page_index_text
@@ -49,6 +50,7 @@ from ._threads import in_thread
 from ._toolset import MementoToolset
 
 if TYPE_CHECKING:
+    from pydantic_ai.embeddings import EmbeddingModel
     from pydantic_ai.models import ModelRequestContext
     from pydantic_ai.run import AgentRunResult
 
@@ -86,6 +88,23 @@ class _SharedStore:
                     self.spec if self.spec is not None and not isinstance(self.spec, str) else open_store(self.spec)
                 )
             return self._store
+
+
+@dataclass
+class _SharedDense:
+    """The dense index of the `recall` tool, built lazily once and shared by every run (vectors stay valid)."""
+
+    spec: EmbeddingModel | str | None
+    _index: DenseIndex | None = None
+    _lock: threading.Lock = field(default_factory=threading.Lock)
+
+    def get(self) -> DenseIndex | None:
+        if self.spec is None:
+            return None
+        with self._lock:
+            if self._index is None:
+                self._index = DenseIndex(embedding_model(self.spec))
+            return self._index
 
 
 @dataclass
@@ -193,6 +212,14 @@ class MementoCompaction(AbstractCapability[AgentDepsT]):
     mentions: MentionExtractor | None = None
     """Entity linker for `MENTIONS` edges; `None` uses the recall layer's deterministic extractor."""
 
+    embedding: EmbeddingModel | str | None = None
+    """An embedding model for the `recall` tool: any pydantic-ai embedding model or its name
+    (`openai:text-embedding-3-small`), or `onnx:PATH` for a local one (the `dense` extra, see
+    `scripts/fetch-embedding-model`). With one, `recall` ranks `hybrid` (entity graph + full text + vectors), which
+    finds a block that says the same thing in other words; `None` (the default) ranks by entities and words only,
+    with no model. The vectors live in this process: a session's archived blocks are embedded at its first recall
+    and new ones at the next; a model that fails leaves that recall lexical, with a warning."""
+
     page_index: bool = True
     """Show the model the session's paged index (each closed page's number, turns, summary and topics; groups of
     old pages folded into one line) in the instructions, so it knows what `retrieve_page` and `recall` can bring
@@ -205,6 +232,7 @@ class MementoCompaction(AbstractCapability[AgentDepsT]):
     """Stable capability id (one memento compaction per agent)."""
 
     _shared: _SharedStore = field(init=False, repr=False, compare=False)
+    _dense: _SharedDense = field(init=False, repr=False, compare=False)
     _toolset: MementoToolset[AgentDepsT] = field(init=False, repr=False, compare=False)
     _state: _RunState = field(init=False, repr=False, compare=False)
 
@@ -222,6 +250,7 @@ class MementoCompaction(AbstractCapability[AgentDepsT]):
         if self.redact is not None and not callable(self.redact):
             raise ValueError('redact must be a function taking and returning a str')
         self._shared = _SharedStore(self.store)
+        self._dense = _SharedDense(self.embedding)
         self._toolset = MementoToolset(self)
         self._state = _RunState()
 
@@ -306,6 +335,10 @@ class MementoCompaction(AbstractCapability[AgentDepsT]):
                 state.scratch = open_store(_SCRATCH_URI)
             return state.scratch
         return self._shared.get()
+
+    def dense_index(self) -> DenseIndex | None:
+        """The `recall` tool's vectors, with `embedding` set (the model loads at the first recall)."""
+        return self._dense.get()
 
     @property
     def reports(self) -> list[CompactionReport]:

@@ -4,15 +4,29 @@ from __future__ import annotations
 
 import argparse
 import json
+import os
 import sys
 from collections.abc import Iterator
 from contextlib import contextmanager
-from typing import Any
+from typing import TYPE_CHECKING, Any, Final
 
 from ..knowledge_graph import DEFAULT_NAMESPACE
 from ..knowledge_graph.store import GraphStore, open_store
 
-__all__ = ('CliError', 'add_store_options', 'emit', 'store_from')
+if TYPE_CHECKING:
+    from pydantic_ai.embeddings import EmbeddingModel
+
+__all__ = (
+    'EMBEDDING_ENV',
+    'CliError',
+    'add_embedding_option',
+    'add_store_options',
+    'emit',
+    'load_embedding',
+    'store_from',
+)
+
+EMBEDDING_ENV: Final = 'MEMENTOGRAPH_EMBEDDING_MODEL'
 
 
 class CliError(Exception):
@@ -34,6 +48,33 @@ def add_store_options(parser: argparse.ArgumentParser, *, json_flag: bool = True
     parser.add_argument('--namespace', default=DEFAULT_NAMESPACE, help='namespace to read (default: %(default)s)')
     if json_flag:
         parser.add_argument('--json', action='store_true', help='print JSON instead of text')
+
+
+def add_embedding_option(parser: argparse.ArgumentParser, effect: str) -> None:
+    """`--embedding MODEL` (default `$MEMENTOGRAPH_EMBEDDING_MODEL`), saying what it does for this command."""
+    parser.add_argument(
+        '--embedding',
+        default=os.environ.get(EMBEDDING_ENV) or None,
+        metavar='MODEL',
+        help=f'embedding model: onnx:PATH (a local model, the dense extra; scripts/fetch-embedding-model) or a '
+        f'pydantic-ai name such as openai:text-embedding-3-small; {effect} (default: ${EMBEDDING_ENV}, else none)',
+    )
+
+
+def load_embedding(spec: str | None) -> EmbeddingModel | None:
+    """The model `--embedding` names, loaded now (a local one runs once) so a bad name or path fails before any
+    work, as a user error."""
+    if not spec:
+        return None
+    from ..knowledge_graph.dense import EmbeddingModelError, OnnxEmbeddingModel, embedding_model
+
+    try:
+        model = embedding_model(spec)
+        if isinstance(model, OnnxEmbeddingModel):
+            model.vectors(['probe'])
+    except EmbeddingModelError as exc:
+        raise CliError(str(exc), code=2) from None
+    return model
 
 
 @contextmanager

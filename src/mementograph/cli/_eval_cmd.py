@@ -7,8 +7,13 @@ import sys
 from collections.abc import Sequence
 from pathlib import Path
 
+from pydantic_ai.embeddings import EmbeddingModel
+
 from ..eval import (
+    ALL_METHODS,
     EVAL_METHODS,
+    LocomoReport,
+    LongMemEvalReport,
     default_workers,
     evaluate_locomo,
     evaluate_longmemeval,
@@ -16,8 +21,8 @@ from ..eval import (
     locomo_tables,
     longmemeval_tables,
 )
-from ..knowledge_graph.recall import Method
-from ._common import CliError, emit
+from ..knowledge_graph.recall import DENSE_METHODS, Method
+from ._common import CliError, add_embedding_option, emit, load_embedding
 from ._progress import progress_bar, wants_progress
 
 __all__ = ('register',)
@@ -35,10 +40,10 @@ def _ints(text: str) -> tuple[int, ...]:
 
 def _methods(text: str) -> tuple[Method, ...]:
     names = tuple(part.strip() for part in text.split(',') if part.strip())
-    unknown = [name for name in names if name not in EVAL_METHODS]
+    unknown = [name for name in names if name not in ALL_METHODS]
     if unknown or not names:
         raise argparse.ArgumentTypeError(
-            f'unknown method {", ".join(unknown) or text!r}; choose from {", ".join(EVAL_METHODS)}'
+            f'unknown method {", ".join(unknown) or text!r}; choose from {", ".join(ALL_METHODS)}'
         )
     return names  # type: ignore[return-value]
 
@@ -48,6 +53,14 @@ def _path(args: argparse.Namespace) -> Path:
     if not path.is_file():
         raise CliError(f'no such file: {path}', code=2)
     return path
+
+
+def _embedding(args: argparse.Namespace) -> EmbeddingModel | None:
+    """The embedding model asked for, loaded before any ingest; dense methods without one are a user error."""
+    needing = [m for m in args.methods or () if m in DENSE_METHODS]
+    if needing and not args.embedding:
+        raise CliError(f'methods {", ".join(needing)} need --embedding MODEL', code=2)
+    return load_embedding(args.embedding)
 
 
 def _progress(args: argparse.Namespace, message: str) -> None:
@@ -60,16 +73,28 @@ def _locomo(args: argparse.Namespace) -> int:
     _progress(args, f'ingesting {path.name} through the memento engine ({args.workers} workers), then ranking ...')
     with progress_bar(f'LoCoMo: {path.name}', None, enabled=wants_progress(args.json)):
         report = evaluate_locomo(
-            path, ks=args.k, methods=args.methods, store_uri=args.store, limit=args.limit, workers=args.workers
+            path,
+            ks=args.k,
+            methods=args.methods,
+            store_uri=args.store,
+            limit=args.limit,
+            workers=args.workers,
+            embedding=_embedding(args),
         )
     text = '\n\n'.join(format_table(table) for table in locomo_tables(report))
     text += (
         f'\n\n{report.conversations} conversations, {report.turns} turns, {report.blocks} blocks '
         f'({report.verified} verified mementos), {report.dialogue_tokens} dialogue tokens; '
-        f'ingest {report.seconds_ingest:.1f} s, retrieval {report.seconds_retrieval:.1f} s'
+        f'ingest {report.seconds_ingest:.1f} s{_embedded(report)}, retrieval {report.seconds_retrieval:.1f} s'
     )
     emit(args, report.to_json(), text)
     return 0
+
+
+def _embedded(report: LocomoReport | LongMemEvalReport) -> str:
+    if report.embedding_model is None:
+        return ''
+    return f', embedding ({report.embedding_model}) {report.seconds_embed:.1f} s'
 
 
 def _longmemeval(args: argparse.Namespace) -> int:
@@ -85,12 +110,13 @@ def _longmemeval(args: argparse.Namespace) -> int:
             time_filter=not args.no_time_filter,
             limit=args.limit,
             workers=args.workers,
+            embedding=_embedding(args),
         )
     text = '\n\n'.join(format_table(table) for table in longmemeval_tables(report))
     text += (
         f'\n\n{report.questions["overall"]} questions ({report.abstention_excluded} abstention questions excluded), '
         f'{report.sessions} sessions, {report.turns} turns, {report.blocks} blocks, {report.dialogue_tokens} tokens; '
-        f'ingest {report.seconds_ingest:.1f} s, retrieval {report.seconds_retrieval:.1f} s'
+        f'ingest {report.seconds_ingest:.1f} s{_embedded(report)}, retrieval {report.seconds_retrieval:.1f} s'
     )
     emit(args, report.to_json(), text)
     return 0
@@ -100,8 +126,12 @@ def _common(parser: argparse.ArgumentParser, ks: Sequence[int]) -> None:
     parser.add_argument('path', help='the benchmark JSON file')
     parser.add_argument('--k', type=_ints, default=tuple(ks), help=f'cut-offs (default: {",".join(map(str, ks))})')
     parser.add_argument(
-        '--methods', type=_methods, default=EVAL_METHODS, help=f'methods to compare (default: {",".join(EVAL_METHODS)})'
+        '--methods',
+        type=_methods,
+        default=None,
+        help=f'methods to compare (default: {",".join(EVAL_METHODS)}, and {",".join(DENSE_METHODS)} with --embedding)',
     )
+    add_embedding_option(parser, 'adds the methods dense and hybrid')
     parser.add_argument('--limit', type=int, help='only the first N conversations / questions (a quick look)')
     parser.add_argument(
         '--workers', type=int, default=default_workers(), help='processes for ingest (default: %(default)s)'

@@ -6,7 +6,7 @@ import argparse
 import os
 import sys
 
-from ._common import CliError, add_store_options, store_from
+from ._common import CliError, add_embedding_option, add_store_options, load_embedding, store_from
 
 __all__ = ('register',)
 
@@ -35,8 +35,9 @@ def _mcp(args: argparse.Namespace) -> int:
                 f'clients must authenticate, or bind {DEFAULT_HOST}',
                 code=2,
             )
+    embedding = load_embedding(args.embedding)
     with store_from(args) as store:
-        server = create_server(store, namespace=args.namespace, session_id=args.session)
+        server = create_server(store, namespace=args.namespace, session_id=args.session, embedding=embedding)
         where = f'namespace {args.namespace!r}' + (f', session {args.session!r}' if args.session else '')
         if args.http:
             shown = f'[{host}]' if ':' in host else host
@@ -71,6 +72,7 @@ def register(commands: argparse._SubParsersAction[argparse.ArgumentParser]) -> N
         help='address to bind with --http (default: 127.0.0.1); any non-loopback address needs a token',
     )
     parser.add_argument('--port', type=int, help='port with --http (default: 8765)')
+    add_embedding_option(parser, 'recall then ranks hybrid (entities, words and meaning)')
     parser.add_argument(
         '--token',
         help='bearer token HTTP clients must send (default: $MEMENTOGRAPH_MCP_TOKEN; prefer the variable, '

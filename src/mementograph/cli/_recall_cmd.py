@@ -6,27 +6,46 @@ import argparse
 from dataclasses import asdict
 from datetime import UTC, datetime
 
-from ..knowledge_graph.recall import METHODS, PagePolicy, page_index_text, recall, render_recall, retrieve_page
+from ..knowledge_graph.dense import DenseIndex
+from ..knowledge_graph.recall import (
+    DENSE_METHODS,
+    METHODS,
+    Method,
+    PagePolicy,
+    page_index_text,
+    recall,
+    render_recall,
+    retrieve_page,
+)
 from ..knowledge_graph.store import GraphStore
-from ._common import CliError, add_store_options, emit, store_from
+from ._common import CliError, add_embedding_option, add_store_options, emit, load_embedding, store_from
 
 __all__ = ('register',)
 
 
 def _recall(args: argparse.Namespace) -> int:
+    method: Method = args.method or ('hybrid' if args.embedding else 'fused')
+    if method in DENSE_METHODS and not args.embedding:
+        raise CliError(f'--method {method} needs --embedding MODEL (or MEMENTOGRAPH_EMBEDDING_MODEL)', code=2)
+    model = load_embedding(args.embedding) if method in DENSE_METHODS else None
     with store_from(args) as store:
+        dense = None
+        if model is not None:  # the scope's blocks are embedded now: the vectors live in this process only
+            dense = DenseIndex(model)
+            dense.sync(store, namespace=args.namespace, session_id=args.session)
         hits = recall(
             store,
             args.query,
             args.k,
-            method=args.method,
+            method=method,
             namespace=args.namespace,
             session_id=args.session,
             since=args.since,
             until=args.until,
             now=datetime.now(UTC),
+            dense=dense,
         )
-    data = {'query': args.query, 'method': args.method, 'hits': [asdict(hit) for hit in hits]}
+    data = {'query': args.query, 'method': method, 'hits': [asdict(hit) for hit in hits]}
     emit(args, data, render_recall(hits, args.query, max_chars=1_000_000))
     return 0
 
@@ -82,11 +101,18 @@ def _pages(args: argparse.Namespace) -> int:
 
 def register(commands: argparse._SubParsersAction[argparse.ArgumentParser]) -> None:
     """Add `recall` and `pages`."""
-    parser = commands.add_parser('recall', help='find archived blocks by entities and words (graph + BM25, fused)')
+    parser = commands.add_parser(
+        'recall', help='find archived blocks by entities and words (graph + BM25, fused), optionally by meaning'
+    )
     parser.add_argument('query')
     add_store_options(parser)
     parser.add_argument('--k', type=int, default=10, help='hits to return (default: %(default)s)')
-    parser.add_argument('--method', choices=METHODS, default='fused', help='ranking (default: %(default)s)')
+    parser.add_argument(
+        '--method',
+        choices=(*METHODS, *DENSE_METHODS),
+        help='ranking (default: fused, or hybrid with --embedding; dense and hybrid need --embedding)',
+    )
+    add_embedding_option(parser, "for dense and hybrid; the scope's blocks are embedded at each call")
     parser.add_argument('--session', help='one session (default: every session of the namespace)')
     parser.add_argument('--since', metavar='TIME', help='only blocks that started at or after this ISO-8601 time')
     parser.add_argument('--until', metavar='TIME', help='only blocks that started before this ISO-8601 time')

@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from ._common import EVAL_METHODS, Table, format_table
+from ._common import ALL_METHODS, EVAL_METHODS, Table, dense_index, format_table
 from ._ingest import (
     DIALOGUE_MAX_TOKENS,
     DIALOGUE_MIN_TOKENS,
@@ -20,6 +20,7 @@ from ._longmemeval import LongMemEvalReport, evaluate_longmemeval, longmemeval_t
 from ._metrics import dcg, evidence_recall, ndcg_any, recall_all, retains_answer
 
 __all__ = (
+    'ALL_METHODS',
     'DIALOGUE_MAX_TOKENS',
     'DIALOGUE_MIN_TOKENS',
     'EVAL_METHODS',
@@ -34,6 +35,7 @@ __all__ = (
     'Turn',
     'dcg',
     'default_workers',
+    'dense_index',
     'evaluate_locomo',
     'evaluate_longmemeval',
     'evidence_recall',

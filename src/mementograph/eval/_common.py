@@ -6,12 +6,59 @@ import math
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 
-from ..knowledge_graph.entities import aliases, extract_entities
-from ..knowledge_graph.recall import METHODS, Method, plan_query
+from pydantic_ai.embeddings import EmbeddingModel
 
-__all__ = ('EVAL_METHODS', 'Table', 'format_table', 'key_weights', 'order_turns', 'query_keys', 'text_keys')
+from ..knowledge_graph import DEFAULT_NAMESPACE
+from ..knowledge_graph.dense import DenseIndex, embedding_model
+from ..knowledge_graph.entities import aliases, extract_entities
+from ..knowledge_graph.recall import DENSE_METHODS, METHODS, Method, plan_query
+from ._ingest import Dialogue, IngestedDialogue
+
+__all__ = (
+    'ALL_METHODS',
+    'EVAL_METHODS',
+    'Table',
+    'dense_index',
+    'format_table',
+    'key_weights',
+    'methods_for',
+    'order_turns',
+    'query_keys',
+    'text_keys',
+)
 
 EVAL_METHODS: tuple[Method, ...] = METHODS
+ALL_METHODS: tuple[Method, ...] = (*METHODS, *DENSE_METHODS)
+
+
+def methods_for(methods: Sequence[Method] | None, model: EmbeddingModel | str | None) -> tuple[Method, ...]:
+    """The methods to score: as asked, or every method the run can do (the dense ones only with a model)."""
+    if methods is None:
+        return ALL_METHODS if model is not None else EVAL_METHODS
+    needing = [m for m in methods if m in DENSE_METHODS]
+    if needing and model is None:
+        raise ValueError(
+            f'{", ".join(needing)} need an embedding model (e.g. onnx:PATH or openai:text-embedding-3-small)'
+        )
+    return tuple(methods)
+
+
+def dense_index(
+    model: EmbeddingModel | str,
+    dialogues: Sequence[tuple[Dialogue, IngestedDialogue]],
+    namespace: str = DEFAULT_NAMESPACE,
+) -> DenseIndex:
+    """Vectors of every ingested block: the text of the turns it holds (what the block's messages say)."""
+    index = DenseIndex(embedding_model(model))
+    for dialogue, ingested in dialogues:
+        text = {turn.turn_id: turn.text for segment in dialogue.segments for turn in segment.turns}
+        by_session: dict[str, list[tuple[str, str]]] = {}
+        for block in ingested.blocks:
+            body = '\n'.join(text[turn_id] for turn_id in block.turn_ids if turn_id in text)
+            by_session.setdefault(block.session_id, []).append((block.block_id, body))
+        for session_id, blocks in by_session.items():
+            index.add(blocks, namespace=namespace, session_id=session_id)
+    return index
 
 
 def text_keys(text: str) -> frozenset[str]:

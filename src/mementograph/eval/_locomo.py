@@ -28,10 +28,12 @@ from datetime import UTC, datetime, timedelta
 from pathlib import Path
 from typing import Any, Final, Literal, cast
 
+from pydantic_ai.embeddings import EmbeddingModel
+
 from .._tokens import TokenCounter
-from ..knowledge_graph.recall import Method, rank_blocks
+from ..knowledge_graph.recall import DENSE_METHODS, Method, rank_blocks
 from ..knowledge_graph.store import open_store
-from ._common import EVAL_METHODS, Table, key_weights, order_turns, query_keys, text_keys
+from ._common import Table, dense_index, key_weights, methods_for, order_turns, query_keys, text_keys
 from ._ingest import Dialogue, DialogueIngestor, IngestedDialogue, Segment, Turn, ingest_all
 from ._metrics import evidence_recall, retains_answer
 
@@ -197,10 +199,16 @@ class LocomoReport:
     dialogue_tokens: int
     seconds_ingest: float
     seconds_retrieval: float
+    embedding_model: str | None = None
+    """The model of the dense methods, when they ran."""
+    seconds_embed: float = 0.0
+    """Embedding every block (dense methods only)."""
 
     def to_json(self) -> dict[str, Any]:
         return {
             'path': self.path,
+            'embedding_model': self.embedding_model,
+            'seconds_embed': round(self.seconds_embed, 2),
             'ks': list(self.ks),
             'methods': list(self.methods),
             'recall': {
@@ -237,25 +245,28 @@ def evaluate_locomo(
     path: str | Path,
     *,
     ks: Sequence[int] = DEFAULT_KS,
-    methods: Sequence[Method] = EVAL_METHODS,
+    methods: Sequence[Method] | None = None,
     store_uri: str = 'memory://',
     limit: int | None = None,
     counter: TokenCounter | None = None,
     workers: int = 1,
+    embedding: EmbeddingModel | str | None = None,
 ) -> LocomoReport:
     """Ingest every conversation through the engine into one store, then score every method on every question.
 
     Args:
         path: a LoCoMo JSON file.
         ks: cut-offs in turns.
-        methods: ranking methods to compare (all on the same store).
+        methods: ranking methods to compare (all on the same store); default: every method the run can do.
         store_uri: where to archive (default: in memory).
         limit: only the first `limit` conversations (tests).
         counter: token counter (default o200k).
         workers: processes for the engine's work at ingest.
+        embedding: an embedding model (or its name, `onnx:PATH` for a local one) for `dense` and `hybrid`.
     """
     import time
 
+    methods = methods_for(methods, embedding)
     counter = counter or TokenCounter()
     samples = load_locomo(path)[:limit]
     ks = tuple(sorted(set(ks)))
@@ -266,6 +277,11 @@ def evaluate_locomo(
         for dialogue in ingested:
             DialogueIngestor.replay(store, dialogue)
         ingest_seconds = time.perf_counter() - started
+        started = time.perf_counter()
+        index = None
+        if embedding is not None and any(m in DENSE_METHODS for m in methods):
+            index = dense_index(embedding, [(s.dialogue, d) for s, d in zip(samples, ingested, strict=True)])
+        embed_seconds = time.perf_counter() - started
         started = time.perf_counter()
         acc = _Acc()
         for sample, dialogue in zip(samples, ingested, strict=True):
@@ -278,7 +294,9 @@ def evaluate_locomo(
                 category = CATEGORIES.get(question.category, str(question.category))
                 wanted = query_keys(question.question)
                 for method in methods:
-                    ranking = rank_blocks(store, question.question, method=method, session_id=sample.sample_id)
+                    ranking = rank_blocks(
+                        store, question.question, method=method, session_id=sample.sample_id, dense=index
+                    )
                     turns = _expand([b.block_id for b in ranking], block_turns, wanted, turn_keys, weights, max(ks))
                     for k in ks:
                         value = evidence_recall(turns, question.evidence, k)
@@ -310,6 +328,8 @@ def evaluate_locomo(
         dialogue_tokens=sum(d.dialogue_tokens for d in ingested),
         seconds_ingest=ingest_seconds,
         seconds_retrieval=retrieval_seconds,
+        embedding_model=None if index is None else index.model.model_name,
+        seconds_embed=embed_seconds,
     )
 
 

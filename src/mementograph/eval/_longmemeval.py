@@ -32,9 +32,12 @@ from datetime import datetime, timedelta
 from pathlib import Path
 from typing import Any, Final, cast
 
-from ..knowledge_graph.recall import Method, parse_time, rank_blocks
+from pydantic_ai.embeddings import EmbeddingModel
+
+from ..knowledge_graph.dense import DenseIndex
+from ..knowledge_graph.recall import DENSE_METHODS, Method, parse_time, rank_blocks
 from ..knowledge_graph.store import GraphStore, open_store
-from ._common import EVAL_METHODS, Table
+from ._common import Table, dense_index, methods_for
 from ._ingest import Dialogue, DialogueIngestor, IngestedDialogue, Segment, Turn, ingest_all
 from ._metrics import ndcg_any, recall_all
 
@@ -75,10 +78,16 @@ class LongMemEvalReport:
     time_filter: bool
     seconds_ingest: float
     seconds_retrieval: float
+    embedding_model: str | None = None
+    """The model of the dense methods, when they ran."""
+    seconds_embed: float = 0.0
+    """Embedding every block (dense methods only)."""
 
     def to_json(self) -> dict[str, Any]:
         return {
             'path': self.path,
+            'embedding_model': self.embedding_model,
+            'seconds_embed': round(self.seconds_embed, 2),
             'ks': list(self.ks),
             'methods': list(self.methods),
             'scopes': list(self.scopes),
@@ -145,11 +154,17 @@ def _end_of_day(moment: str) -> datetime | None:
 
 
 def _session_ranking(store: GraphStore, question: _Question, method: Method, session_of: dict[str, str],
-                     time_filter: bool, corpus: Sequence[str]) -> list[str]:  # fmt: skip
+                     time_filter: bool, corpus: Sequence[str], index: DenseIndex | None) -> list[str]:  # fmt: skip
     until = _end_of_day(question.question_date) if time_filter else None
     # asked on `question_date`: a range the question names ("in the past two weeks") is relative to it
     ranking = rank_blocks(
-        store, question.question, method=method, session_id=None, until=until, now=parse_time(question.question_date)
+        store,
+        question.question,
+        method=method,
+        session_id=None,
+        until=until,
+        now=parse_time(question.question_date),
+        dense=None if index is None else index.scoped(corpus),  # the vectors of every store: only this one's
     )
     sessions: list[str] = []
     for block in ranking[:_BLOCKS_READ]:
@@ -169,10 +184,11 @@ def evaluate_longmemeval(
     pooled: bool = False,
     per_question: bool = True,
     ks: Sequence[int] = DEFAULT_KS,
-    methods: Sequence[Method] = EVAL_METHODS,
+    methods: Sequence[Method] | None = None,
     time_filter: bool = True,
     limit: int | None = None,
     workers: int = 1,
+    embedding: EmbeddingModel | str | None = None,
 ) -> LongMemEvalReport:
     """Ingest each distinct session once, then score every method per question's haystack and/or pooled.
 
@@ -181,11 +197,13 @@ def evaluate_longmemeval(
         pooled: also score with every session of the file in one store.
         per_question: score against each question's own haystack.
         ks: cut-offs in sessions.
-        methods: ranking methods (all on the same stores).
+        methods: ranking methods (all on the same stores); default: every method the run can do.
         time_filter: a question sees only blocks dated before its `question_date`.
         limit: only the first `limit` questions (tests); their sessions only.
         workers: processes for the engine's work at ingest.
+        embedding: an embedding model (or its name, `onnx:PATH` for a local one) for `dense` and `hybrid`.
     """
+    methods = methods_for(methods, embedding)
     questions, dialogues, abstention = _load(path)
     if limit is not None:
         questions = questions[:limit]
@@ -202,6 +220,11 @@ def evaluate_longmemeval(
             if pooled:
                 DialogueIngestor.replay(pool, dialogue)
         ingest_seconds = time.perf_counter() - started
+        started = time.perf_counter()
+        index = None
+        if embedding is not None and any(m in DENSE_METHODS for m in methods):
+            index = dense_index(embedding, [(dialogues[sid], d) for sid, d in ingested.items()])
+        embed_seconds = time.perf_counter() - started
         session_of = {block.block_id: sid for sid, d in ingested.items() for block in d.blocks}
         session_start = {
             sid: d.segments[0].turns[0].timestamp
@@ -218,7 +241,7 @@ def evaluate_longmemeval(
                 try:
                     for session_id in dict.fromkeys(question.session_ids):
                         DialogueIngestor.replay(store, ingested[session_id])
-                    _score(table, store, question, methods, ks, session_of, time_filter, question.session_ids)
+                    _score(table, store, question, methods, ks, session_of, time_filter, question.session_ids, index)
                 finally:
                     store.close()
         if pooled:
@@ -228,7 +251,7 @@ def evaluate_longmemeval(
                 corpus = list(ingested)
                 if time_filter and (end := _end_of_day(question.question_date)) is not None:
                     corpus = [sid for sid in corpus if (start := session_start.get(sid)) is None or start < end]
-                _score(table, pool, question, methods, ks, session_of, time_filter, corpus)
+                _score(table, pool, question, methods, ks, session_of, time_filter, corpus, index)
         retrieval_seconds = time.perf_counter() - started
     finally:
         pool.close()
@@ -260,6 +283,8 @@ def evaluate_longmemeval(
         time_filter=time_filter,
         seconds_ingest=ingest_seconds,
         seconds_retrieval=retrieval_seconds,
+        embedding_model=None if index is None else index.model.model_name,
+        seconds_embed=embed_seconds,
     )
 
 
@@ -272,9 +297,10 @@ def _score(
     session_of: dict[str, str],
     time_filter: bool,
     corpus: Sequence[str],
+    index: DenseIndex | None,
 ) -> None:
     for method in methods:
-        ranked = _session_ranking(store, question, method, session_of, time_filter, corpus)
+        ranked = _session_ranking(store, question, method, session_of, time_filter, corpus, index)
         for qtype in (question.question_type, 'overall'):
             bucket = table.setdefault(method, {}).setdefault(qtype, defaultdict(list))
             for k in ks:

@@ -10,6 +10,7 @@ message saying what to do; the SDK turns anything else into a generic tool error
 from __future__ import annotations
 
 import json
+import logging
 from collections.abc import Iterator, Sequence
 from contextlib import contextmanager
 from dataclasses import asdict, dataclass
@@ -20,8 +21,10 @@ from mcp.server.mcpserver import MCPServer
 from mcp.server.mcpserver.exceptions import ToolError
 from mcp.types import CallToolResult, TextContent, ToolAnnotations
 from pydantic import Field
+from pydantic_ai.embeddings import EmbeddingModel
 
 from ..knowledge_graph import DEFAULT_NAMESPACE, PageRecord
+from ..knowledge_graph.dense import DenseIndex, embedding_model
 from ..knowledge_graph.recall import AmbiguousPageError, find_page, recall, render_recall, retrieve_page
 from ..knowledge_graph.store import (
     NEO4J_SCHEMES,
@@ -36,6 +39,8 @@ from ..knowledge_graph.store import (
 from ..knowledge_graph.store._cypher import DEFAULT_QUERY_TIMEOUT, check_scope
 
 __all__ = ('OUTPUT_CHARS', 'MemoryScope', 'MemoryTools', 'create_server')
+
+logger = logging.getLogger('mementograph')
 
 OUTPUT_CHARS: Final = 12_000
 """Characters one tool answer carries (~3k tokens, the agent tools' budget); longer answers come in parts."""
@@ -103,9 +108,11 @@ class MemoryTools:
     Library code can call the methods directly; `create_server` registers them on an `MCPServer`.
     """
 
-    def __init__(self, store: GraphStore, scope: MemoryScope | None = None) -> None:
+    def __init__(self, store: GraphStore, scope: MemoryScope | None = None, dense: DenseIndex | None = None) -> None:
         self.store = store
         self.scope = scope or MemoryScope()
+        self.dense = dense
+        """Vectors for `hybrid` recall (entity graph + full text + meaning), kept up to date at each call."""
 
     # -- scope ------------------------------------------------------------------------------------------------
 
@@ -141,23 +148,42 @@ class MemoryTools:
         since: Annotated[str | None, Field(description='Only blocks that started at/after this ISO-8601 time.')] = None,
         until: Annotated[str | None, Field(description='Only blocks that started before this ISO-8601 time.')] = None,
     ) -> str:
-        """Find archived conversation blocks by the entities and words they mention (entity graph + BM25, fused),
-        best first, each with its memento and why it matched. Recover any hit exactly with `recover_block`."""
+        """Find archived conversation blocks by the entities and words they mention (entity graph + BM25, fused;
+        by meaning too when the server has an embedding model), best first, each with its memento and why it
+        matched. Recover any hit exactly with `recover_block`."""
         if not query.strip():
             raise ToolError('Give a query: the names, files, errors or values you are looking for.')
         session = self._session(session_id)
         with self._store_errors():
+            dense = self._synced_dense(session)
             hits = recall(
                 self.store,
                 query,
                 max(1, min(k, MAX_RECALL_K)),
+                method='fused' if dense is None else 'hybrid',
                 namespace=self.scope.namespace,
                 session_id=session,
                 since=(since or '').strip() or None,
                 until=(until or '').strip() or None,
                 now=datetime.now(UTC),
+                dense=dense,
             )
         return render_recall(hits, query, max_chars=OUTPUT_CHARS)
+
+    def _synced_dense(self, session_id: str | None) -> DenseIndex | None:
+        """The dense index with the scope's new blocks embedded, or `None` (lexical recall) when the model fails."""
+        if self.dense is None:
+            return None
+        try:
+            self.dense.sync(self.store, namespace=self.scope.namespace, session_id=session_id)
+        except StoreError:
+            raise
+        except Exception as exc:  # a model failing costs the meaning, not the recall
+            logger.warning(
+                'mementograph mcp: dense recall unavailable, ranking lexically: %s: %s', type(exc).__name__, exc
+            )
+            return None
+        return self.dense
 
     def recover_block(
         self,
@@ -371,7 +397,11 @@ def _instructions(scope: MemoryScope) -> str:
 
 
 def create_server(
-    store: GraphStore, *, namespace: str = DEFAULT_NAMESPACE, session_id: str | None = None
+    store: GraphStore,
+    *,
+    namespace: str = DEFAULT_NAMESPACE,
+    session_id: str | None = None,
+    embedding: EmbeddingModel | str | None = None,
 ) -> MCPServer[Any]:
     """An MCP server exposing `store` read-only through `recall`, `recover_block`, `list_pages`, `retrieve_page`,
     `query_memory` and `stats`.
@@ -384,11 +414,13 @@ def create_server(
         namespace: the only namespace the tools read.
         session_id: when given, the only session the tools read; `None` lets them read every session of the
             namespace (and narrow to one with their `session_id` argument).
+        embedding: an embedding model (or its name; `onnx:PATH` for a local one) to make `recall` rank `hybrid`:
+            blocks are embedded in this process at the first recall of a scope, and new ones at the next.
     """
     from .. import __version__
 
     scope = MemoryScope(namespace=namespace, session_id=session_id or None)
-    tools = MemoryTools(store, scope)
+    tools = MemoryTools(store, scope, None if embedding is None else DenseIndex(embedding_model(embedding)))
     server: MCPServer[Any] = MCPServer(
         'mementograph', instructions=_instructions(scope), version=__version__, log_level='WARNING'
     )

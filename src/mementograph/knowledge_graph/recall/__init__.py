@@ -1,4 +1,5 @@
-"""Recall and the paged index: find archived blocks by entity graph + BM25 (score fusion), browse them by page."""
+"""Recall and the paged index: find archived blocks by entity graph + BM25 (score fusion), with vectors too when
+an embedding model is given (`hybrid`), and browse them by page."""
 
 from __future__ import annotations
 
@@ -12,11 +13,23 @@ from ._pages import (
     retrieve_page,
 )
 from ._query import QueryKey, QueryPlan, TimeRange, parse_time, plan_query, time_range_in
-from ._recall import METHODS, Fusion, Method, RecallConfig, RecallHit, RecallStore, ScoredBlock, rank_blocks, recall
+from ._recall import (
+    DENSE_METHODS,
+    METHODS,
+    Fusion,
+    Method,
+    RecallConfig,
+    RecallHit,
+    RecallStore,
+    ScoredBlock,
+    rank_blocks,
+    recall,
+)
 from ._render import render_recall
 from ._values import BlockInfo, EntityLookup, EntityPostings, Posting
 
 __all__ = (
+    'DENSE_METHODS',
     'METHODS',
     'AmbiguousPageError',
     'BlockInfo',

@@ -10,6 +10,9 @@ Methods (each a ranking of blocks):
 - `bm25`: the store's full-text index (SQLite FTS5 / Neo4j full-text) over blocks and mementos, by block.
 - `fused`: the two fused, the default: each ranking's scores divided by its best, summed (`RecallConfig.fusion`;
   reciprocal rank fusion, `1 / (60 + rank)` summed, is the other choice).
+- `dense` and `hybrid` (only with a dense index, `dense=`, built with an embedding model): blocks by cosine
+  similarity of their text to the query, and `fused` with that ranking as a third, lighter member. Words catch
+  names, numbers and paths; vectors catch paraphrase ("destress" -> "pottery ... like therapy").
 
 All of it is Python over two protocol reads (`entity_postings`, `block_info`, which also answers `entities_of`
 and `memento_of` for many blocks at once) plus `search_text`, so the `graph` ranking is identical on every backend
@@ -32,12 +35,14 @@ from difflib import SequenceMatcher
 from typing import Final, Literal, Protocol
 
 from .._schema import DEFAULT_NAMESPACE, EntityRecord
+from ..dense import DenseRanker
 from ..entities import entity_key
 from ..store import GraphStore, TextHit
 from ._query import QueryKey, QueryPlan, TimeRange, parse_time, plan_query, time_range_in
 from ._values import BlockInfo, EntityLookup
 
 __all__ = (
+    'DENSE_METHODS',
     'METHODS',
     'Fusion',
     'Method',
@@ -49,9 +54,12 @@ __all__ = (
     'recall',
 )
 
-Method = Literal['graph', 'bm25', 'fused']
+Method = Literal['graph', 'bm25', 'fused', 'dense', 'hybrid']
 Fusion = Literal['score', 'rrf']
 METHODS: Final[tuple[Method, ...]] = ('graph', 'bm25', 'fused')
+"""The methods that need no embedding model."""
+DENSE_METHODS: Final[tuple[Method, ...]] = ('dense', 'hybrid')
+"""The methods that need a dense index (`rank_blocks(dense=...)`)."""
 _NAMED_CLASSES: Final = frozenset({'file', 'sym', 'cmd', 'err', 'url', 'num', 'ver', 'date', 'name', 'term'})
 
 
@@ -159,6 +167,12 @@ class RecallConfig:
     two rankings agree on what a neighbourhood is (the `bm25` method itself stays plain full text)."""
     bm25_candidates: int = 100
     """Full-text hits read (mementos and blocks), before they are folded into blocks."""
+    dense_candidates: int = 200
+    """Nearest blocks read from the dense index."""
+    dense_weight: float = 0.5
+    """Weight of the dense ranking in `hybrid` (graph and full text weigh as in `fused`). Its scores are the cosine
+    minus the median cosine of the candidates, so only what stands out of the crowd counts: every text is somewhat
+    similar to every other."""
 
 
 @dataclass(frozen=True)
@@ -484,6 +498,21 @@ def _bm25(
     return acc
 
 
+def _dense(ranker: DenseRanker, query: str, *, namespace: str, session_id: str | None, config: RecallConfig
+           ) -> dict[str, _Acc]:  # fmt: skip
+    acc: dict[str, _Acc] = defaultdict(_Acc)
+    nearest = ranker.rank_dense(query, namespace=namespace, session_id=session_id, limit=config.dense_candidates)
+    if not nearest:
+        return acc
+    median = sorted(score for _, score in nearest)[len(nearest) // 2]
+    for rank, (block_id, score) in enumerate(nearest, start=1):
+        if score > median or rank == 1:
+            entry = acc[block_id]
+            entry.score = max(score - median, 1e-6)
+            entry.reasons[f'dense rank {rank} (cosine {score:.2f})'] = None
+    return acc
+
+
 _Ranking = list[tuple[str, _Acc]]
 """A ranking before it is shown: `(block_id, accumulator)`, best first. `ScoredBlock`s are built only for the blocks
 a ranking or a fusion keeps (most of ~1,000 candidates are cut; building each cost more than ranking it)."""
@@ -575,13 +604,14 @@ def rank_blocks(
     now: datetime | str | None = None,
     config: RecallConfig | None = None,
     limit: int | None = None,
+    dense: DenseRanker | None = None,
 ) -> list[ScoredBlock]:
     """Every block the method finds for `query`, best first (the ranking `recall` cuts at k).
 
     Args:
         store: a store with the recall reads (`entity_postings`, `block_info`).
         query: free text.
-        method: `graph`, `bm25` or `fused`.
+        method: `graph`, `bm25`, `fused`, or with `dense`: `dense` or `hybrid`.
         namespace: where to look.
         session_id: one session, or `None` for every session of the namespace.
         since: keep blocks that started at or after this time (ISO-8601 text or datetime).
@@ -594,47 +624,81 @@ def rank_blocks(
         config: ranking knobs.
         limit: the best `limit` blocks only (`None`: every block found); the same blocks as cutting the full
             ranking, without building the tail nobody reads.
+        dense: a dense index over the scope's blocks (`DenseIndex`), for the methods `dense` and `hybrid`.
     """
     config = config or RecallConfig()
+    if method in DENSE_METHODS and dense is None:
+        raise ValueError(f'method {method!r} needs a dense index (dense=DenseIndex(embedding model))')
     window = TimeRange(_time_filter('since', since), _time_filter('until', until))
     if prefer is None and (asked := _time_filter('now', now)) is not None:
         prefer = time_range_in(query, asked)
     plan = plan_query(query)
     recall_store = _recall_store(store)
-    analysis = _analyse(recall_store, plan, namespace=namespace, session_id=session_id, config=config)
     accs: list[dict[str, _Acc]] = []
+    weights: list[float] = []
+    if method == 'dense' and dense is not None:
+        accs.append(_dense(dense, query, namespace=namespace, session_id=session_id, config=config))
+        return _finish(recall_store, accs, weights, window, prefer, namespace, session_id, config, limit)
+    analysis = _analyse(recall_store, plan, namespace=namespace, session_id=session_id, config=config)
     spread: list[dict[str, _Acc]] = []  # the rankings whose scores flow over `NEXT`
     searching: Future[dict[str, _Acc]] | None = None
-    if method == 'fused':  # the full-text search runs beside the graph reads (a round trip, or FTS5 in C)
+    embedding: Future[dict[str, _Acc]] | None = None
+    fusing = method in ('fused', 'hybrid')
+    if fusing:  # the full-text search runs beside the graph reads (a round trip, or FTS5 in C)
         searching = _background().submit(
             _bm25, store, plan, analysis, namespace=namespace, session_id=session_id, config=config
         )
-    if method in ('graph', 'fused'):
+    if method == 'hybrid' and dense is not None:  # and so does the query's embedding (onnxruntime, or a request)
+        embedding = _background().submit(
+            _dense, dense, query, namespace=namespace, session_id=session_id, config=config
+        )
+    if method in ('graph', 'fused', 'hybrid'):
         try:
             graph = _graph(recall_store, plan, analysis, namespace=namespace, session_id=session_id, config=config)
         except BaseException:
-            if searching is not None and not searching.cancel():
-                searching.exception()  # already running: the search must not outlive the call that started it
+            for running in (searching, embedding):
+                if running is not None and not running.cancel():
+                    running.exception()  # the work must not outlive the call that started it
             raise
         accs.append(graph)
+        weights.append(config.graph_weight)
         if graph:
             spread.append(graph)
-    if method in ('bm25', 'fused'):
+    if method in ('bm25', 'fused', 'hybrid'):
         if searching is not None:
             text = searching.result()
         else:
             text = _bm25(store, plan, analysis, namespace=namespace, session_id=session_id, config=config)
         accs.append(text)
-        if method == 'fused' and config.bm25_next and text:
+        weights.append(1.0)
+        if fusing and config.bm25_next and text:
             spread.append(text)
     _propagate_next(recall_store, spread, namespace=namespace, session_id=session_id, config=config)
+    if embedding is not None:
+        accs.append(embedding.result())
+        weights.append(config.dense_weight)
+    return _finish(recall_store, accs, weights, window, prefer, namespace, session_id, config, limit)
+
+
+def _finish(
+    recall_store: RecallStore,
+    accs: Sequence[dict[str, _Acc]],
+    weights: Sequence[float],
+    window: TimeRange,
+    prefer: TimeRange | None,
+    namespace: str,
+    session_id: str | None,
+    config: RecallConfig,
+    limit: int | None,
+) -> list[ScoredBlock]:
+    """Rankings fused (when more than one), then the time filter and the preferred range applied, then cut."""
     rankings = [_ranked(acc, config.max_candidates) for acc in accs]
     bounded = [window.since, window.until, *(() if prefer is None else (prefer.since, prefer.until))]
     cut = limit if all(moment is None for moment in bounded) else None  # time filters reorder: cut after them
     if len(rankings) == 1:
         ranking = _scored(rankings[0] if cut is None else rankings[0][:cut])
     else:
-        ranking = _fuse(rankings, config.rrf_k, (config.graph_weight, 1.0), cut, config.fusion)
+        ranking = _fuse(rankings, config.rrf_k, weights, cut, config.fusion)
     if window.since is not None or window.until is not None:
         ranking = _in_time(recall_store, ranking, window, namespace=namespace, session_id=session_id)
     if prefer is not None and (prefer.since is not None or prefer.until is not None) and ranking:
@@ -697,12 +761,13 @@ def recall(
     until: datetime | str | None = None,
     now: datetime | str | None = None,
     config: RecallConfig | None = None,
+    dense: DenseRanker | None = None,
 ) -> list[RecallHit]:
     """The `k` best archived blocks for `query`, each with its memento, score and the reason it was found.
 
     This is what the `recall` tool and `mementograph recall` call. Scope is one session unless `session_id` is
     `None` (the whole namespace). With `now` (when the query is asked), a time range the query names ("in March",
-    "two weeks ago") is preferred (see `rank_blocks`).
+    "two weeks ago") is preferred (see `rank_blocks`). `dense` (a `DenseIndex`) enables `dense` and `hybrid`.
     """
     ranking = rank_blocks(
         store,
@@ -715,6 +780,7 @@ def recall(
         now=now,
         config=config,
         limit=max(0, k),
+        dense=dense,
     )
     if not ranking:
         return []

@@ -1,0 +1,192 @@
+"""`_index` -- block vectors in memory and their cosine ranking (brute force: exact, and fast enough at 100k)."""
+
+from __future__ import annotations
+
+import threading
+from collections import OrderedDict
+from collections.abc import Collection, Sequence
+from dataclasses import dataclass, field
+from typing import TYPE_CHECKING, Final, Protocol
+
+from pydantic_ai.embeddings import Embedder, EmbeddingModel
+
+from ..._messages import deserialize_messages
+from .._schema import DEFAULT_NAMESPACE, BlockRecord
+from ..memory import render_block
+from ..store import GraphStore
+from ._onnx import OnnxEmbeddingModel
+
+if TYPE_CHECKING:
+    import numpy as np
+    import numpy.typing as npt
+
+__all__ = ('DenseIndex', 'DenseRanker', 'ScopedDenseIndex')
+
+_QUERY_CACHE: Final = 64
+_SCAN_PAGE: Final = 256
+
+
+class DenseRanker(Protocol):
+    """What recall needs of a dense index: blocks of a scope by similarity to a query, best first."""
+
+    def rank_dense(self, query: str, *, namespace: str, session_id: str | None, limit: int) -> list[tuple[str, float]]:
+        """`(block_id, cosine)` of the `limit` nearest blocks in the namespace (or one session of it)."""
+        ...
+
+
+def _normalised(rows: Sequence[Sequence[float]]) -> npt.NDArray[np.float32]:
+    import numpy as np
+
+    matrix: npt.NDArray[np.float32] = np.asarray(rows, dtype=np.float32).reshape(len(rows), -1)
+    norms: npt.NDArray[np.float32] = np.maximum(np.linalg.norm(matrix, axis=1, keepdims=True), 1e-12)
+    return matrix / norms
+
+
+@dataclass
+class DenseIndex:
+    """Vectors of archived blocks' text, by namespace and session; `rank_dense` is exact cosine over them.
+
+    The vectors live in this process only: `sync` embeds what a store archived (and costs one count when nothing
+    changed), `add` takes texts directly (a benchmark's turns). Adding a block id twice keeps the first vector.
+    """
+
+    model: EmbeddingModel
+    """Any pydantic-ai embedding model; `OnnxEmbeddingModel` runs locally."""
+    max_chars: int = 6_000
+    """Text embedded per block: models read a window of 256-8k tokens; the rest would be tokenized for nothing."""
+    _ids: list[str] = field(default_factory=list[str])
+    _scopes: dict[tuple[str, str], int] = field(default_factory=dict[tuple[str, str], int])
+    """(namespace, session) -> its code; each row carries its scope's code, so a scope is one vectorised mask."""
+    _codes: list[int] = field(default_factory=list[int])
+    _known: set[str] = field(default_factory=set[str])
+    _chunks: list[npt.NDArray[np.float32]] = field(default_factory=list)
+    _code_array: npt.NDArray[np.int32] | None = None
+    _queries: OrderedDict[str, npt.NDArray[np.float32]] = field(default_factory=OrderedDict)
+    _synced: dict[tuple[str, str | None], int] = field(default_factory=dict[tuple[str, str | None], int])
+    _lock: threading.Lock = field(default_factory=threading.Lock)
+
+    def __len__(self) -> int:
+        return len(self._ids)
+
+    def _embed(self, texts: Sequence[str], *, query: bool) -> npt.NDArray[np.float32]:
+        if isinstance(self.model, OnnxEmbeddingModel):
+            return self.model.vectors(texts, query=query)
+        embedder = Embedder(self.model)
+        result = embedder.embed_sync(list(texts), input_type='query' if query else 'document')
+        return _normalised(result.embeddings)
+
+    def add(self, blocks: Sequence[tuple[str, str]], *, namespace: str = DEFAULT_NAMESPACE, session_id: str) -> int:
+        """Embed `(block_id, text)` pairs of one session; returns how many were new."""
+        fresh = [(block_id, text) for block_id, text in dict(blocks).items() if block_id not in self._known]
+        if not fresh:
+            return 0
+        matrix = self._embed([text[: self.max_chars] for _, text in fresh], query=False)
+        with self._lock:
+            code = self._scopes.setdefault((namespace, session_id), len(self._scopes))
+            for block_id, _ in fresh:
+                self._ids.append(block_id)
+                self._codes.append(code)
+                self._known.add(block_id)
+            self._chunks.append(matrix)
+            self._code_array = None
+        return len(fresh)
+
+    def sync(self, store: GraphStore, *, namespace: str = DEFAULT_NAMESPACE, session_id: str | None = None) -> int:
+        """Embed the scope's archived blocks this index lacks (their rendered messages); returns how many."""
+        count = store.stats(namespace=namespace, session_id=session_id).blocks
+        if self._synced.get((namespace, session_id)) == count:
+            return 0
+        fresh = 0
+        after = ''
+        while True:
+            page = store.scan_blocks(namespace=namespace, session_id=session_id, after=after, limit=_SCAN_PAGE)
+            by_session: dict[str, list[tuple[str, str]]] = {}
+            for block in page:
+                if block.kind == 'block' and block.id not in self._known:
+                    by_session.setdefault(block.session_id, []).append((block.id, _block_text(block)))
+            for sid, blocks in by_session.items():
+                fresh += self.add(blocks, namespace=namespace, session_id=sid)
+            if len(page) < _SCAN_PAGE:
+                break
+            after = page[-1].id
+        self._synced[(namespace, session_id)] = count
+        return fresh
+
+    def _query_vector(self, query: str) -> npt.NDArray[np.float32]:
+        with self._lock:
+            cached = self._queries.get(query)
+            if cached is not None:
+                self._queries.move_to_end(query)
+                return cached
+        vector: npt.NDArray[np.float32] = self._embed([query], query=True)[0]
+        with self._lock:
+            self._queries[query] = vector
+            while len(self._queries) > _QUERY_CACHE:
+                self._queries.popitem(last=False)
+        return vector
+
+    def _arrays(self) -> tuple[list[str], npt.NDArray[np.float32], npt.NDArray[np.int32]]:
+        """A consistent snapshot: ids, vectors and scope codes of the same rows."""
+        import numpy as np
+
+        with self._lock:
+            if len(self._chunks) > 1:
+                self._chunks = [np.concatenate(self._chunks)]
+            if self._code_array is None:
+                self._code_array = np.asarray(self._codes, dtype=np.int32)
+            return self._ids[:], self._chunks[0], self._code_array
+
+    def rank_dense(
+        self,
+        query: str,
+        *,
+        namespace: str,
+        session_id: str | None,
+        limit: int,
+        sessions: Collection[str] | None = None,
+    ) -> list[tuple[str, float]]:
+        """`(block_id, cosine)` of the `limit` nearest blocks of the scope: one session, or the namespace (only
+        `sessions` of it when given)."""
+        import numpy as np
+
+        if not self._ids or limit <= 0:
+            return []
+        wanted = [
+            code
+            for (ns, sid), code in list(self._scopes.items())
+            if ns == namespace and (session_id is None or sid == session_id) and (sessions is None or sid in sessions)
+        ]
+        if not wanted:
+            return []
+        ids, matrix, codes = self._arrays()
+        rows = np.flatnonzero(np.isin(codes, wanted))
+        if not len(rows):
+            return []
+        similarity = (matrix if len(rows) == len(ids) else matrix[rows]) @ self._query_vector(query)
+        if len(similarity) > limit:  # the best `limit` unordered, then only those sorted
+            head = np.argpartition(-similarity, limit - 1)[:limit]
+            top = head[np.argsort(-similarity[head], kind='stable')]
+        else:
+            top = np.argsort(-similarity, kind='stable')
+        return [(ids[int(rows[i])], float(similarity[i])) for i in top]
+
+    def scoped(self, sessions: Collection[str]) -> ScopedDenseIndex:
+        """This index seen through a set of sessions (a LongMemEval question's own haystack)."""
+        return ScopedDenseIndex(self, frozenset(sessions))
+
+
+def _block_text(block: BlockRecord) -> str:
+    return block.text or render_block(deserialize_messages(block.messages_json))
+
+
+@dataclass(frozen=True)
+class ScopedDenseIndex:
+    """A `DenseIndex` restricted to some sessions."""
+
+    index: DenseIndex
+    sessions: frozenset[str]
+
+    def rank_dense(self, query: str, *, namespace: str, session_id: str | None, limit: int) -> list[tuple[str, float]]:
+        return self.index.rank_dense(
+            query, namespace=namespace, session_id=session_id, limit=limit, sessions=self.sessions
+        )

@@ -1,0 +1,53 @@
+"""The `recall` tool with an embedding model: `hybrid` ranking over the run's own session, lexical when the model
+fails, and never another session's blocks (the vectors are shared by every run of the capability)."""
+
+from __future__ import annotations
+
+import logging
+from pathlib import Path
+
+import pytest
+
+from mementograph import MementoCompaction, open_store
+from mementograph.knowledge_graph.dense import OnnxEmbeddingModel
+from tests.capabilities.probe import ProbeModel, probe_agent, tool_returns
+
+
+async def test_recall_tool_ranks_hybrid_within_the_session(tmp_path: Path, onnx_model_path: Path) -> None:
+    store = open_store(f'sqlite://{tmp_path / "memory.db"}')
+    try:
+        capability = MementoCompaction(store, max_tokens=2_500, embedding=OnnxEmbeddingModel(onnx_model_path))
+        alpha = ProbeModel('ZEBRAALPHA', probes=[('recall', {'query': 'functions that multiply their argument'})])
+        await probe_agent(alpha, [capability]).run('Read every module.', conversation_id='alpha')
+        [found] = tool_returns(alpha, 'recall')
+        assert found.startswith('1. recover_block(') and 'dense rank' in found
+        index = capability.dense_index()
+        assert index is not None and (embedded := len(index)) > 0
+        archived = len(store.list_blocks(session_id='alpha'))
+        assert index.sync(store, session_id='alpha') == archived - embedded > 0  # only what came after the recall
+        assert len(index) == archived and index.sync(store, session_id='alpha') == 0
+
+        beta = ProbeModel('QUOKKABETA', probes=[('recall', {'query': 'functions that multiply their argument'})])
+        await probe_agent(beta, [capability]).run('Read every module.', conversation_id='beta')
+        [other] = tool_returns(beta, 'recall')
+        assert 'quokkabeta' in other.lower() and 'zebraalpha' not in other.lower()  # one index, scoped reads
+        index.sync(store, session_id='beta')
+        assert len(index) == len(store.list_blocks(session_id='alpha')) + len(store.list_blocks(session_id='beta'))
+    finally:
+        store.close()
+
+
+async def test_a_failing_model_leaves_recall_lexical(tmp_path: Path, caplog: pytest.LogCaptureFixture) -> None:
+    store = open_store(f'sqlite://{tmp_path / "memory.db"}')
+    try:
+        capability = MementoCompaction(store, max_tokens=2_500, embedding=f'onnx:{tmp_path / "no-model"}')
+        model = ProbeModel('ZEBRAALPHA', probes=[('recall', {'query': 'ZEBRAALPHA module'})])
+        with caplog.at_level(logging.WARNING, logger='mementograph'):
+            await probe_agent(model, [capability]).run('Read every module.', conversation_id='alpha')
+        [found] = tool_returns(model, 'recall')
+        assert found.startswith('1. recover_block(') and 'dense rank' not in found
+        assert any(
+            'dense recall unavailable' in r.getMessage() and 'no-model' in r.getMessage() for r in caplog.records
+        )
+    finally:
+        store.close()

@@ -1,0 +1,173 @@
+"""Dense recall: a real local ONNX model, the in-memory index, the `dense` and `hybrid` methods on every backend."""
+
+from __future__ import annotations
+
+import asyncio
+import hashlib
+import re
+import zipfile
+from collections.abc import Iterator, Sequence
+from pathlib import Path
+
+import numpy as np
+import pytest
+from pydantic_ai.embeddings import Embedder, EmbeddingModel, EmbeddingResult, EmbeddingSettings
+from pydantic_ai.embeddings.result import EmbedInputType
+
+from mementograph.eval import DialogueIngestor, IngestedDialogue, dense_index
+from mementograph.knowledge_graph.dense import (
+    DenseIndex,
+    EmbeddingModelError,
+    OnnxEmbeddingModel,
+    OnnxModelFiles,
+    embedding_model,
+)
+from mementograph.knowledge_graph.recall import rank_blocks, recall
+from mementograph.knowledge_graph.store import GraphStore, open_store
+from tests.conftest import open_neo4j
+from tests.recall.conftest import small_dialogue
+
+
+class HashedWords(EmbeddingModel):
+    """A deterministic bag-of-words embedding (each word hashed to one of 64 axes): exact overlap, no meaning."""
+
+    @property
+    def model_name(self) -> str:
+        return 'hashed-words'
+
+    @property
+    def system(self) -> str:
+        return 'test'
+
+    async def embed(
+        self, inputs: str | Sequence[str], *, input_type: EmbedInputType, settings: EmbeddingSettings | None = None
+    ) -> EmbeddingResult:
+        texts, _ = self.prepare_embed(inputs, settings)
+        rows = []
+        for text in texts:
+            row = [0.0] * 64
+            for word in re.findall(r'\w+', text.lower()):
+                row[int(hashlib.sha256(word.encode()).hexdigest(), 16) % 64] += 1.0
+            rows.append(row)
+        return EmbeddingResult(
+            rows, inputs=texts, input_type=input_type, model_name='hashed-words', provider_name='test'
+        )
+
+
+@pytest.fixture(scope='module')
+def onnx_model(onnx_model_path: Path) -> OnnxEmbeddingModel:
+    return OnnxEmbeddingModel(onnx_model_path)
+
+
+def test_onnx_model_gives_unit_vectors_that_rank_by_meaning(onnx_model: OnnxEmbeddingModel) -> None:
+    docs = [
+        'Melanie: Painting relaxes me after a long week, it is like therapy.',
+        'Caroline: The build failed with TypeError in django/db/models/base.py.',
+        'Melanie: My kids start school next Monday, the bus comes at eight.',
+    ]
+    matrix = onnx_model.vectors(docs)
+    assert matrix.shape[0] == 3 and matrix.shape[1] >= 128
+    assert np.allclose(np.linalg.norm(matrix, axis=1), 1.0, atol=1e-4)
+    query = onnx_model.vectors(['What hobby helps Melanie unwind?'], query=True)[0]
+    assert int(np.argmax(matrix @ query)) == 0  # no word of the answer is in the question
+    # the same model through pydantic-ai's own API: what hosted models go through
+    result = Embedder(onnx_model).embed_documents_sync(docs)
+    assert np.allclose(np.asarray(result.embeddings, dtype=np.float32), matrix, atol=1e-5)
+    assert result.model_name == onnx_model.model_name and len(result.inputs) == 3
+    assert asyncio.run(onnx_model.max_input_tokens()) in (256, 512)
+
+
+def test_model_files_errors_name_the_path(tmp_path: Path) -> None:
+    with pytest.raises(EmbeddingModelError, match='no such embedding model'):
+        OnnxModelFiles.read(tmp_path / 'missing')
+    empty = tmp_path / 'empty'
+    empty.mkdir()
+    with pytest.raises(EmbeddingModelError, match=r'empty: expected one \*\.onnx and one \*tokenizer\.json, found 0'):
+        OnnxModelFiles.read(empty)
+    archive = tmp_path / 'two.jar'
+    with zipfile.ZipFile(archive, 'w') as zf:
+        zf.writestr('a.onnx', b'x')
+        zf.writestr('b.onnx', b'y')
+        zf.writestr('a-tokenizer.json', '{}')
+    with pytest.raises(EmbeddingModelError, match='found 2 and 1'):
+        OnnxModelFiles.read(archive)
+    broken = tmp_path / 'broken.jar'
+    broken.write_bytes(b'not a zip')
+    with pytest.raises(EmbeddingModelError, match=r'broken\.jar: cannot read'):
+        OnnxModelFiles.read(broken)
+    bad_graph = tmp_path / 'bad'
+    bad_graph.mkdir()
+    (bad_graph / 'm.onnx').write_bytes(b'not an onnx graph')
+    (bad_graph / 'm-tokenizer.json').write_text('{"version": "1.0"}')
+    with pytest.raises(EmbeddingModelError, match='bad: cannot load the model m'):
+        OnnxEmbeddingModel(bad_graph).vectors(['x'])
+    with pytest.raises(EmbeddingModelError, match='cannot use embedding model'):
+        embedding_model('nosuchprovider:model')
+    assert isinstance(embedding_model(f'onnx:{tmp_path}'), OnnxEmbeddingModel)
+
+
+def test_dense_index_scopes_ranks_and_adds_once() -> None:
+    index = DenseIndex(HashedWords())
+    assert index.add([('b1', 'red apples and pears'), ('b2', 'blue sky over the sea')], session_id='s1') == 2
+    assert index.add([('b1', 'something else entirely')], session_id='s1') == 0  # first vector kept
+    index.add([('b3', 'red apples in a basket')], session_id='s2')
+    index.add([('b4', 'red apples elsewhere')], namespace='other', session_id='s1')
+    assert len(index) == 4
+    everywhere = index.rank_dense('red apples', namespace='default', session_id=None, limit=10)
+    assert {b for b, _ in everywhere} == {'b1', 'b2', 'b3'}  # never another namespace's block
+    assert everywhere[-1][0] == 'b2' and everywhere[0][1] > everywhere[-1][1]
+    assert [b for b, _ in index.rank_dense('red apples', namespace='default', session_id='s2', limit=10)] == ['b3']
+    scoped = index.scoped({'s1'}).rank_dense('red apples', namespace='default', session_id=None, limit=10)
+    assert next(b for b, _ in scoped) == 'b1' and 'b3' not in {b for b, _ in scoped}
+    assert index.rank_dense('red apples', namespace='default', session_id=None, limit=1) == everywhere[:1]
+    assert index.rank_dense('x', namespace='nowhere', session_id=None, limit=5) == []
+
+
+@pytest.fixture(params=['memory', 'sqlite', 'neo4j'])
+def archived(
+    request: pytest.FixtureRequest, tmp_path: Path, unique_namespace: str
+) -> Iterator[tuple[GraphStore, str, IngestedDialogue]]:
+    """(store, namespace, what was ingested) holding the small dialogue, on each backend."""
+    if request.param == 'neo4j':
+        store: GraphStore = open_neo4j(request.getfixturevalue('neo4j_server'))
+        namespace = unique_namespace
+    else:
+        store = open_store('memory://' if request.param == 'memory' else f'sqlite://{tmp_path / "memory.db"}')
+        namespace = 'default'
+    try:
+        ingested = asyncio.run(DialogueIngestor(min_tokens=40, namespace=namespace).ingest(store, small_dialogue()))
+        yield store, namespace, ingested
+    finally:
+        store.close()
+
+
+def test_hybrid_recall_finds_what_only_meaning_links(
+    archived: tuple[GraphStore, str, IngestedDialogue], onnx_model: OnnxEmbeddingModel
+) -> None:
+    store, namespace, ingested = archived
+    index = dense_index(onnx_model, [(small_dialogue(), ingested)], namespace)
+    assert len(index) == len(ingested.blocks)
+    painting = next(b.block_id for b in ingested.blocks if any(t in ('S1:2', 'S1:3') for t in b.turn_ids))
+    query = 'Which pastime does she find calming?'  # shares no word with "painting relaxes me"
+    dense = rank_blocks(store, query, method='dense', namespace=namespace, session_id='conv-1', dense=index)
+    assert dense[0].block_id == painting and dense[0].reasons[0].startswith('dense rank 1 (cosine ')
+    hybrid = rank_blocks(store, query, method='hybrid', namespace=namespace, session_id='conv-1', dense=index)
+    assert hybrid[0].block_id == painting
+    hits = recall(store, query, 3, method='hybrid', namespace=namespace, session_id='conv-1', dense=index)
+    assert hits[0].block_id == painting and any(r.startswith('dense rank 1') for r in hits[0].reasons)
+    # words still count: an exact command is found as surely as without vectors
+    command = 'python -m pytest tests/test_models.py'
+    lexical = rank_blocks(store, command, method='fused', namespace=namespace, session_id='conv-1')
+    mixed = rank_blocks(store, command, method='hybrid', namespace=namespace, session_id='conv-1', dense=index)
+    assert mixed[0].block_id == lexical[0].block_id
+    assert rank_blocks(store, query, method='dense', namespace=namespace, session_id='other', dense=index) == []
+
+
+def test_dense_methods_need_an_index() -> None:
+    store = open_store('memory://')
+    try:
+        for method in ('dense', 'hybrid'):
+            with pytest.raises(ValueError, match='needs a dense index'):
+                rank_blocks(store, 'anything', method=method)  # type: ignore[arg-type]
+    finally:
+        store.close()
