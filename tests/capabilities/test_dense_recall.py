@@ -26,6 +26,8 @@ async def test_recall_tool_ranks_hybrid_within_the_session(tmp_path: Path, onnx_
         archived = len(store.list_blocks(session_id='alpha'))
         assert index.sync(store, session_id='alpha') == archived - embedded > 0  # only what came after the recall
         assert len(index) == archived and index.sync(store, session_id='alpha') == 0
+        stored = store.read_vectors(index.model_key, session_id='alpha')  # for the next run and the MCP server
+        assert len(stored) == archived and {sid for _, sid, _ in stored} == {'alpha'}
 
         beta = ProbeModel('QUOKKABETA', probes=[('recall', {'query': 'functions that multiply their argument'})])
         await probe_agent(beta, [capability]).run('Read every module.', conversation_id='beta')

@@ -3,15 +3,20 @@
 from __future__ import annotations
 
 import json
+import logging
 import re
+from collections.abc import Sequence
 from pathlib import Path
 
 import pytest
+from mcp import Client
+from pydantic_ai.embeddings import EmbeddingModel, EmbeddingResult, EmbeddingSettings
+from pydantic_ai.embeddings.result import EmbedInputType
 from pydantic_ai.messages import ModelMessagesTypeAdapter
 
 from mementograph.eval import DialogueIngestor
 from mementograph.knowledge_graph.store import open_store
-from mementograph.mcp import _server
+from mementograph.mcp import _server, create_server
 from tests.recall.conftest import small_dialogue
 
 from ._client import TOOLS, error, in_process, ok, texts
@@ -230,3 +235,34 @@ async def test_writes_by_another_connection_show_up(tmp_path: Path) -> None:
             assert json.loads(body)['blocks'][0]['sha256'] == new_block.sha256
     finally:
         writer.close()
+
+
+class _Unreachable(EmbeddingModel):
+    """An embedding model whose provider is down."""
+
+    @property
+    def model_name(self) -> str:
+        return 'unreachable'
+
+    @property
+    def system(self) -> str:
+        return 'test'
+
+    async def embed(
+        self, inputs: str | Sequence[str], *, input_type: EmbedInputType, settings: EmbeddingSettings | None = None
+    ) -> EmbeddingResult:
+        raise ConnectionError('embedding provider unreachable')
+
+
+async def test_recall_stays_lexical_when_the_embedding_model_fails(
+    memory_file: MemoryFile, caplog: pytest.LogCaptureFixture
+) -> None:
+    store = open_store(memory_file.uri)
+    try:
+        async with Client(create_server(store, embedding=_Unreachable())) as client:
+            with caplog.at_level(logging.WARNING, logger='mementograph'):
+                text = ok(await client.call_tool('recall', {'query': 'adoption agencies', 'k': 3}))
+    finally:
+        store.close()
+    assert text.startswith('1. recover_block("mem_') and 'adoption' in text and 'dense rank' not in text
+    assert any('unreachable' in record.getMessage() for record in caplog.records)

@@ -171,3 +171,32 @@ def test_dense_methods_need_an_index() -> None:
                 rank_blocks(store, 'anything', method=method)  # type: ignore[arg-type]
     finally:
         store.close()
+
+
+def test_vectors_made_once_are_read_back_by_the_next_process(
+    archived: tuple[GraphStore, str, IngestedDialogue],
+) -> None:
+    store, namespace, ingested = archived
+    first = DenseIndex(HashedWords(), persist=True)
+    assert first.sync(store, namespace=namespace, session_id='conv-1') == len(ingested.blocks) > 0
+    assert len(store.read_vectors(first.model_key, namespace=namespace)) == len(ingested.blocks)
+    # a later process: the same model finds every vector stored and embeds nothing
+    later = DenseIndex(_Refusing(), persist=False)
+    assert later.model_key == first.model_key
+    assert later.sync(store, namespace=namespace, session_id='conv-1') == 0 and len(later) == len(ingested.blocks)
+    query = 'red apples'
+    first._queries[query] = later._queries[query] = first._embed([query], query=True)[0]  # the refusing model cannot
+    assert later.rank_dense(query, namespace=namespace, session_id=None, limit=5) == first.rank_dense(
+        query, namespace=namespace, session_id=None, limit=5
+    )
+    store.delete_session('conv-1', namespace=namespace)
+    assert store.read_vectors(first.model_key, namespace=namespace) == []
+
+
+class _Refusing(HashedWords):
+    """The same model name as `HashedWords`, but any embedding fails: what it holds came from the store."""
+
+    async def embed(
+        self, inputs: str | Sequence[str], *, input_type: EmbedInputType, settings: EmbeddingSettings | None = None
+    ) -> EmbeddingResult:
+        raise AssertionError('nothing should be embedded again')

@@ -152,6 +152,8 @@ def test_reads_are_scoped_by_namespace_and_session(backend: Backend) -> None:
     assert {b.id for b in store.list_blocks(namespace=ns)} == {block_a.id, block_b.id}
     assert {s.id for s in store.list_sessions(namespace=ns)} == {'a', 'b'}
     assert store.stats(namespace=ns, session_id='b').blocks == 1
+    assert store.count_blocks(namespace=ns, session_id='b') == 1 and store.count_blocks(namespace=ns) == 2
+    assert store.count_blocks(namespace=ns, kind='part') == 0 and store.count_blocks(namespace=ns + '-none') == 0
     assert store.search_text('turn', namespace=other_ns, k=10)
     assert all(hit.block_ids[0] != block_c.id for hit in store.search_text('turn', namespace=ns, k=10))
 
@@ -349,3 +351,25 @@ def test_any_history_round_trips_exactly(backend: Backend, messages: list[ModelM
 
     assert list(recovered.messages) == messages
     assert serialize_messages(recovered.messages) == block.messages_json
+
+
+def test_block_vectors_are_kept_per_model_and_scope_and_go_with_their_session(backend: Backend) -> None:
+    store, ns = backend.store, backend.namespace
+    ev_a, block_a, _ = make_eviction(session_history(1), session_id='a', namespace=ns)
+    ev_b, block_b, _ = make_eviction(session_history(1, prefix='other'), session_id='b', namespace=ns)
+    for eviction in (ev_a, ev_b):
+        store.write_eviction(eviction)
+    one, two = bytes(range(16)), bytes(range(16, 32))
+    assert (
+        store.write_vectors('test:m', [(block_a.id, one), (block_b.id, two), ('blk_missing', one)], namespace=ns) == 2
+    )
+    assert store.write_vectors('test:m', [(block_a.id, one)], namespace=ns + '-other') == 0  # not its namespace
+    assert sorted(store.read_vectors('test:m', namespace=ns)) == sorted(
+        [(block_a.id, 'a', one), (block_b.id, 'b', two)]
+    )
+    assert store.read_vectors('test:m', namespace=ns, session_id='b') == [(block_b.id, 'b', two)]
+    assert store.read_vectors('test:other-model', namespace=ns) == []
+    store.write_vectors('test:m', [(block_a.id, two)], namespace=ns)  # a block's vector is replaced, not added
+    assert store.read_vectors('test:m', namespace=ns, session_id='a') == [(block_a.id, 'a', two)]
+    store.delete_session('a', namespace=ns)
+    assert store.read_vectors('test:m', namespace=ns) == [(block_b.id, 'b', two)]

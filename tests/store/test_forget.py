@@ -19,6 +19,8 @@ def archived(backend: Backend) -> Iterator[dict[str, Archived]]:
     store, ns = backend.store, backend.namespace
     sessions = {sid: archive(store, ns, sid) for sid in ('a', 'b')}
     assert store.search_text('marker', namespace=ns)  # the full-text index holds both sessions before the delete
+    for session in sessions.values():  # dense recall's vectors: derived from the text, so they go with it
+        assert store.write_vectors('test:m', [(b, b'\1' * 16) for b in session.block_ids], namespace=ns) > 0
     yield sessions
     if is_neo4j(backend):  # the server is shared: leave nothing behind
         for sid in ('a', 'b'):
@@ -56,6 +58,7 @@ def residue(backend: Backend, session: Archived) -> dict[str, int]:
         'pages': ('SELECT count(*) FROM pages WHERE namespace = :ns AND session_id = :sid', scope),
         'events': ('SELECT count(*) FROM events WHERE namespace = :ns AND session_id = :sid', scope),
         'text_fts': ('SELECT count(*) FROM text_fts WHERE namespace = :ns AND session_id = :sid', scope),
+        'vectors': ('SELECT count(*) FROM vectors WHERE namespace = :ns AND session_id = :sid', scope),
         'mentions': (f'SELECT count(*) FROM mentions WHERE source_id IN ({marks})', by_id),
         'page_blocks': (f'SELECT count(*) FROM page_blocks WHERE block_id IN ({marks})', by_id),
         'unmentioned_entities': (

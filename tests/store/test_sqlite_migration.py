@@ -667,3 +667,29 @@ def test_failed_migration_leaves_the_format_2_file_whole(v2_file: tuple[Path, di
     conn.close()
     with SqliteStore(path) as store:  # with the obstacle gone, the same file migrates
         assert store.recover_block(blocks[2].id).record.messages_json == blocks[2].messages_json
+
+
+def test_format_5_file_gets_an_empty_vectors_table(tmp_path: Path) -> None:
+    from tests.store.test_contract import make_eviction
+
+    path = tmp_path / 'v5.db'
+    eviction, block, _ = make_eviction(session_history(2), session_id='s1', namespace='default')
+    with SqliteStore(path) as store:
+        store.write_eviction(eviction)
+    conn = sqlite3.connect(path)  # as format 5 left it: no vectors table
+    conn.execute('DROP TABLE vectors')
+    conn.execute("UPDATE meta SET value = 'mementograph-sqlite-5' WHERE key = 'format'")
+    conn.commit()
+    conn.close()
+
+    with SqliteStore(path) as store:
+        assert store.recover_block(block.id).record.sha256 == block.sha256
+        assert store.read_vectors('test:m') == []
+        assert store.write_vectors('test:m', [(block.id, b'\0' * 8)]) == 1
+    conn = sqlite3.connect(path)
+    assert (
+        conn.execute("SELECT value FROM meta WHERE key = 'format'").fetchone()
+        == (FORMAT,)
+        == ('mementograph-sqlite-6',)
+    )
+    conn.close()

@@ -103,7 +103,7 @@ class _SharedDense:
             return None
         with self._lock:
             if self._index is None:
-                self._index = DenseIndex(embedding_model(self.spec))
+                self._index = DenseIndex(embedding_model(self.spec), persist=True)
             return self._index
 
 
@@ -217,8 +217,9 @@ class MementoCompaction(AbstractCapability[AgentDepsT]):
     (`openai:text-embedding-3-small`), or `onnx:PATH` for a local one (the `dense` extra, see
     `scripts/fetch-embedding-model`). With one, `recall` ranks `hybrid` (entity graph + full text + vectors), which
     finds a block that says the same thing in other words; `None` (the default) ranks by entities and words only,
-    with no model. The vectors live in this process: a session's archived blocks are embedded at its first recall
-    and new ones at the next; a model that fails leaves that recall lexical, with a warning."""
+    with no model. A session's blocks are embedded at its first recall and new ones at the next; the vectors are
+    stored beside their blocks (deleted with the session), so a later run, or the MCP server, reads them instead
+    of embedding again. A model that fails leaves that recall lexical, with a warning."""
 
     page_index: bool = True
     """Show the model the session's paged index (each closed page's number, turns, summary and topics; groups of

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import logging
 import threading
 from collections import OrderedDict
 from collections.abc import Collection, Sequence
@@ -21,6 +22,8 @@ if TYPE_CHECKING:
     import numpy.typing as npt
 
 __all__ = ('DenseIndex', 'DenseRanker', 'ScopedDenseIndex')
+
+logger = logging.getLogger('mementograph')
 
 _QUERY_CACHE: Final = 64
 _SCAN_PAGE: Final = 256
@@ -46,14 +49,18 @@ def _normalised(rows: Sequence[Sequence[float]]) -> npt.NDArray[np.float32]:
 class DenseIndex:
     """Vectors of archived blocks' text, by namespace and session; `rank_dense` is exact cosine over them.
 
-    The vectors live in this process only: `sync` embeds what a store archived (and costs one count when nothing
-    changed), `add` takes texts directly (a benchmark's turns). Adding a block id twice keeps the first vector.
+    `sync` brings in what a store archived: the vectors of this model the store keeps, then the blocks still
+    missing, embedded (and, with `persist`, written back to the store beside their blocks, so the next process
+    reads them instead of embedding again). It costs one count when nothing changed. `add` takes texts directly
+    (a benchmark's turns). Adding a block id twice keeps the first vector.
     """
 
     model: EmbeddingModel
     """Any pydantic-ai embedding model; `OnnxEmbeddingModel` runs locally."""
     max_chars: int = 6_000
     """Text embedded per block: models read a window of 256-8k tokens; the rest would be tokenized for nothing."""
+    persist: bool = False
+    """`sync` writes the vectors it made to the store (the capability does; the read-only MCP server does not)."""
     _ids: list[str] = field(default_factory=list[str])
     _scopes: dict[tuple[str, str], int] = field(default_factory=dict[tuple[str, str], int])
     """(namespace, session) -> its code; each row carries its scope's code, so a scope is one vectorised mask."""
@@ -75,27 +82,65 @@ class DenseIndex:
         result = embedder.embed_sync(list(texts), input_type='query' if query else 'document')
         return _normalised(result.embeddings)
 
+    @property
+    def model_key(self) -> str:
+        """The name a store keeps this model's vectors under."""
+        return f'{self.model.system}:{self.model.model_name}'
+
     def add(self, blocks: Sequence[tuple[str, str]], *, namespace: str = DEFAULT_NAMESPACE, session_id: str) -> int:
         """Embed `(block_id, text)` pairs of one session; returns how many were new."""
+        return len(self._embed_new(blocks, namespace=namespace, session_id=session_id)[0])
+
+    def _embed_new(
+        self, blocks: Sequence[tuple[str, str]], *, namespace: str, session_id: str
+    ) -> tuple[list[str], npt.NDArray[np.float32]]:
         fresh = [(block_id, text) for block_id, text in dict(blocks).items() if block_id not in self._known]
         if not fresh:
-            return 0
+            return [], _empty()
         matrix = self._embed([text[: self.max_chars] for _, text in fresh], query=False)
+        ids = [block_id for block_id, _ in fresh]
+        self._keep(ids, matrix, namespace=namespace, session_id=session_id)
+        return ids, matrix
+
+    def _keep(self, ids: Sequence[str], matrix: npt.NDArray[np.float32], *, namespace: str, session_id: str) -> None:
         with self._lock:
+            if self._chunks and self._chunks[0].shape[1] != matrix.shape[1]:
+                raise ValueError(
+                    f'{self.model_key} gave {matrix.shape[1]}-dimensional vectors, the index holds '
+                    f'{self._chunks[0].shape[1]}: one index, one model'
+                )
             code = self._scopes.setdefault((namespace, session_id), len(self._scopes))
-            for block_id, _ in fresh:
+            for block_id in ids:
                 self._ids.append(block_id)
                 self._codes.append(code)
                 self._known.add(block_id)
             self._chunks.append(matrix)
             self._code_array = None
-        return len(fresh)
+
+    def _load_stored(self, store: GraphStore, *, namespace: str, session_id: str | None) -> None:
+        """The vectors of this model the store keeps for the scope (an earlier process made them)."""
+        import numpy as np
+
+        by_session: dict[str, list[tuple[str, bytes]]] = {}
+        for block_id, sid, data in store.read_vectors(self.model_key, namespace=namespace, session_id=session_id):
+            if block_id not in self._known:
+                by_session.setdefault(sid, []).append((block_id, data))
+        width = self._chunks[0].shape[1] if self._chunks else None
+        for sid, rows in by_session.items():
+            usable = [(b, d) for b, d in rows if len(d) % 4 == 0 and (width is None or len(d) == 4 * width)]
+            sizes = {len(d) for _, d in usable}
+            if len(sizes) != 1:  # vectors of another width (a model of the same name changed): embedded again
+                continue
+            matrix = np.frombuffer(b''.join(d for _, d in usable), dtype='<f4').reshape(len(usable), -1)
+            self._keep([b for b, _ in usable], matrix.astype(np.float32), namespace=namespace, session_id=sid)
+            width = matrix.shape[1]
 
     def sync(self, store: GraphStore, *, namespace: str = DEFAULT_NAMESPACE, session_id: str | None = None) -> int:
         """Embed the scope's archived blocks this index lacks (their rendered messages); returns how many."""
-        count = store.stats(namespace=namespace, session_id=session_id).blocks
+        count = store.count_blocks(namespace=namespace, session_id=session_id)
         if self._synced.get((namespace, session_id)) == count:
             return 0
+        self._load_stored(store, namespace=namespace, session_id=session_id)
         fresh = 0
         after = ''
         while True:
@@ -105,12 +150,25 @@ class DenseIndex:
                 if block.kind == 'block' and block.id not in self._known:
                     by_session.setdefault(block.session_id, []).append((block.id, _block_text(block)))
             for sid, blocks in by_session.items():
-                fresh += self.add(blocks, namespace=namespace, session_id=sid)
+                ids, matrix = self._embed_new(blocks, namespace=namespace, session_id=sid)
+                fresh += len(ids)
+                if self.persist and ids:
+                    self._store_vectors(store, ids, matrix, namespace=namespace)
             if len(page) < _SCAN_PAGE:
                 break
             after = page[-1].id
         self._synced[(namespace, session_id)] = count
         return fresh
+
+    def _store_vectors(
+        self, store: GraphStore, ids: Sequence[str], matrix: npt.NDArray[np.float32], *, namespace: str
+    ) -> None:
+        """Vectors are derived data: a store that cannot keep them costs the next process an embedding, no more."""
+        try:
+            rows = [(block_id, matrix[i].astype('<f4').tobytes()) for i, block_id in enumerate(ids)]
+            store.write_vectors(self.model_key, rows, namespace=namespace)
+        except Exception as exc:  # any store failure: the vectors stay in this process
+            logger.warning('mementograph: could not store %d block vectors: %s: %s', len(ids), type(exc).__name__, exc)
 
     def _query_vector(self, query: str) -> npt.NDArray[np.float32]:
         with self._lock:
@@ -173,6 +231,12 @@ class DenseIndex:
     def scoped(self, sessions: Collection[str]) -> ScopedDenseIndex:
         """This index seen through a set of sessions (a LongMemEval question's own haystack)."""
         return ScopedDenseIndex(self, frozenset(sessions))
+
+
+def _empty() -> npt.NDArray[np.float32]:
+    import numpy as np
+
+    return np.zeros((0, 0), dtype=np.float32)
 
 
 def _block_text(block: BlockRecord) -> str:

@@ -865,6 +865,52 @@ class Neo4jStore:
         )
         return [_block(row['record']) for row in rows]
 
+    def write_vectors(
+        self, model: str, vectors: Sequence[tuple[str, bytes]], *, namespace: str = DEFAULT_NAMESPACE
+    ) -> int:
+        # on the block itself: it goes with the block (`forget`), and one model's vector replaces another's
+        rows = [{'id': block_id, 'data': data} for block_id, data in vectors]
+
+        def work(tx: ManagedTransaction) -> int:
+            record = tx.run(
+                _q(
+                    'UNWIND $rows AS row MATCH (b:EvictedBlock {id: row.id}) WHERE b.namespace = $namespace '
+                    'SET b.vector = row.data, b.vector_model = $model RETURN count(b) AS n'
+                ),
+                rows=rows,
+                namespace=namespace,
+                model=model,
+            ).single(strict=True)
+            return int(record['n'])
+
+        return self._write('write_vectors', work) if rows else 0
+
+    def read_vectors(
+        self, model: str, *, namespace: str = DEFAULT_NAMESPACE, session_id: str | None = None
+    ) -> list[tuple[str, str, bytes]]:
+        rows = self._rows(
+            f'MATCH (b:EvictedBlock) WHERE {_scope("b", namespace, session_id)} AND b.vector_model = $model '
+            'RETURN b.id AS id, b.session_id AS session_id, b.vector AS data',
+            'read_vectors',
+            namespace=namespace,
+            session_id=session_id,
+            model=model,
+        )
+        return [(str(row['id']), str(row['session_id']), bytes(row['data'])) for row in rows]
+
+    def count_blocks(
+        self, *, namespace: str = DEFAULT_NAMESPACE, session_id: str | None = None, kind: BlockKind | None = 'block'
+    ) -> int:
+        where = _scope('b', namespace, session_id) + (' AND b.kind = $kind' if kind is not None else '')
+        rows = self._rows(
+            f'MATCH (b:EvictedBlock) WHERE {where} RETURN count(b) AS n',
+            'count_blocks',
+            namespace=namespace,
+            session_id=session_id,
+            kind=kind,
+        )
+        return int(rows[0]['n']) if rows else 0
+
     def list_mementos(
         self, *, namespace: str = DEFAULT_NAMESPACE, session_id: str | None = None
     ) -> list[MementoRecord]:

@@ -165,6 +165,25 @@ class GraphStore(Protocol):
         """Blocks in session order (`kind=None`: stubbed parts too)."""
         ...
 
+    def write_vectors(
+        self, model: str, vectors: Sequence[tuple[str, bytes]], *, namespace: str = DEFAULT_NAMESPACE
+    ) -> int:
+        """Keep `(block_id, float32 bytes)` embeddings of `model` with their blocks (derived data, deleted with the
+        session); a block id not in the namespace is skipped. Returns how many were stored."""
+        ...
+
+    def read_vectors(
+        self, model: str, *, namespace: str = DEFAULT_NAMESPACE, session_id: str | None = None
+    ) -> list[tuple[str, str, bytes]]:
+        """`(block_id, session_id, float32 bytes)` of every stored embedding of `model` in scope."""
+        ...
+
+    def count_blocks(
+        self, *, namespace: str = DEFAULT_NAMESPACE, session_id: str | None = None, kind: BlockKind | None = 'block'
+    ) -> int:
+        """How many blocks the scope holds: one indexed count, for a cheap "anything new?" before a costly read."""
+        ...
+
     def list_mementos(
         self, *, namespace: str = DEFAULT_NAMESPACE, session_id: str | None = None
     ) -> list[MementoRecord]:

@@ -50,7 +50,7 @@ if TYPE_CHECKING:  # recall reads (section at the end of SqliteStore); a runtime
 
 __all__ = ('SqliteStore',)
 
-FORMAT: Final = 'mementograph-sqlite-5'
+FORMAT: Final = 'mementograph-sqlite-6'
 """Written to `meta`. Format 1 files (a `summarizes` link table, eager entity index), format 2 files (a
 `page_blocks` table, every eviction's mentions in `mention_queue`), format 3 files (no `entities.blocks` count)
 and format 4 files (no `scope` in the full-text index) are migrated in place at open."""
@@ -98,6 +98,14 @@ written, deleted or changed through it is a member written, deleted or changed o
 # (`members_json`, block id -> position; `page_blocks` is a view of it). Measured and not taken: a WITHOUT ROWID
 # `mementos` (keyed by id, or by scope with a unique id) writes more pages than rowid table + two indexes, because
 # index B-trees split half-full where a rowid table appends (and mementos overflow an index leaf sooner).
+_VECTORS_TABLE: Final = """
+CREATE TABLE IF NOT EXISTS vectors (
+    model TEXT NOT NULL, block_id TEXT NOT NULL, namespace TEXT NOT NULL, session_id TEXT NOT NULL,
+    data BLOB NOT NULL, PRIMARY KEY (model, block_id)
+) WITHOUT ROWID;
+CREATE INDEX IF NOT EXISTS vectors_scope ON vectors (model, namespace, session_id)
+"""
+"""Format 6: block embeddings by model (dense recall), derived data deleted with their session."""
 _SCHEMA: Final = (
     """
 CREATE TABLE IF NOT EXISTS meta (key TEXT PRIMARY KEY, value TEXT NOT NULL);
@@ -174,6 +182,8 @@ CREATE VIRTUAL TABLE IF NOT EXISTS text_fts USING fts5 (
     item_id UNINDEXED, namespace UNINDEXED, session_id UNINDEXED, scope, text, tokenize = 'unicode61'
 );
 """
+    + _VECTORS_TABLE
+    + ';\n'
 )
 
 _BLOCK_COLUMNS: Final = (
@@ -186,7 +196,8 @@ _FORMAT_1: Final = 'mementograph-sqlite-1'
 _FORMAT_2: Final = 'mementograph-sqlite-2'
 _FORMAT_3: Final = 'mementograph-sqlite-3'
 _FORMAT_4: Final = 'mementograph-sqlite-4'
-_OLD_FORMATS: Final = (_FORMAT_1, _FORMAT_2, _FORMAT_3, _FORMAT_4)
+_FORMAT_5: Final = 'mementograph-sqlite-5'
+_OLD_FORMATS: Final = (_FORMAT_1, _FORMAT_2, _FORMAT_3, _FORMAT_4, _FORMAT_5)
 _TEXT_RANK: Final = 'bm25(text_fts, 0.0, 0.0, 0.0, 0.0, 1.0)'
 """BM25 over the `text` column alone: the scope tokens a scoped query adds score nothing."""
 _TEXT_SCOPE_SHARE: Final = 4
@@ -311,6 +322,14 @@ def _migrate_from_4(conn: sqlite3.Connection) -> None:
     conn.execute('DROP TABLE IF EXISTS text_fts')
     conn.execute(next(s for s in _SCHEMA.split(';') if 'CREATE VIRTUAL TABLE IF NOT EXISTS text_fts' in s))
     conn.execute("DELETE FROM meta WHERE key IN ('fts_blocks', 'fts_mementos')")
+    conn.execute("UPDATE meta SET value = ? WHERE key = 'format'", (_FORMAT_5,))
+
+
+def _migrate_from_5(conn: sqlite3.Connection) -> None:
+    """Take a format-5 file to format 6, inside the caller's transaction: an empty `vectors` table."""
+    for statement in _VECTORS_TABLE.split(';'):
+        if statement.strip():
+            conn.execute(statement)
     conn.execute("UPDATE meta SET value = ? WHERE key = 'format'", (FORMAT,))
 
 
@@ -607,7 +626,7 @@ class SqliteStore:
             raise
 
     def _migrate(self, conn: sqlite3.Connection, old: str) -> None:
-        """Migrate a format-1 to 4 file in one transaction: a failure (or a kill) leaves it as it was, whole."""
+        """Migrate a format-1 to 5 file in one transaction: a failure (or a kill) leaves it as it was, whole."""
         conn.execute('BEGIN IMMEDIATE')
         try:
             fmt = conn.execute("SELECT value FROM meta WHERE key = 'format'").fetchone()
@@ -618,8 +637,10 @@ class SqliteStore:
                 _migrate_from_2(conn)
             if fmt is not None and fmt[0] in (_FORMAT_1, _FORMAT_2, _FORMAT_3):
                 _migrate_from_3(conn)
-            if fmt is not None and fmt[0] in _OLD_FORMATS:
+            if fmt is not None and fmt[0] in (_FORMAT_1, _FORMAT_2, _FORMAT_3, _FORMAT_4):
                 _migrate_from_4(conn)
+            if fmt is not None and fmt[0] in _OLD_FORMATS:
+                _migrate_from_5(conn)
             conn.execute('COMMIT')
         except BaseException as exc:
             if conn.in_transaction:
@@ -851,7 +872,7 @@ class SqliteStore:
             )
             for page_id in page_ids:  # CONTAINS edges: they go with their page row
                 removed += conn.execute('SELECT count(*) FROM page_blocks WHERE page_id = ?', (page_id,)).fetchone()[0]
-            for table in ('blocks', 'mementos', 'pages', 'events'):
+            for table in ('blocks', 'mementos', 'pages', 'events', 'vectors'):
                 removed += conn.execute(f'DELETE FROM {table} WHERE namespace = ? AND session_id = ?', scope).rowcount
             # SQLite hands the highest `rid`s out again once their rows are gone: a mark above the new top would
             # skip the next rows, so it comes down to it (every row left below it was indexed)
@@ -999,6 +1020,39 @@ class SqliteStore:
                 f'SELECT {_BLOCK_COLUMNS} FROM blocks WHERE {where} ORDER BY session_id, seq, kind', params
             ).fetchall()
         return [_block(row) for row in rows]
+
+    def write_vectors(
+        self, model: str, vectors: Sequence[tuple[str, bytes]], *, namespace: str = DEFAULT_NAMESPACE
+    ) -> int:
+        with self._write() as conn:
+            stored = 0
+            for block_id, data in vectors:  # each takes its block's session; an id not in the namespace is skipped
+                stored += conn.execute(
+                    'INSERT OR REPLACE INTO vectors (model, block_id, namespace, session_id, data) '
+                    'SELECT ?, id, namespace, session_id, ? FROM blocks WHERE id = ? AND namespace = ?',
+                    (model, data, block_id, namespace),
+                ).rowcount
+            return stored
+
+    def read_vectors(
+        self, model: str, *, namespace: str = DEFAULT_NAMESPACE, session_id: str | None = None
+    ) -> list[tuple[str, str, bytes]]:
+        where, params = _scope_sql(namespace, session_id)
+        with self._read() as conn:
+            rows = conn.execute(
+                f'SELECT block_id, session_id, data FROM vectors WHERE model = ? AND {where}', [model, *params]
+            ).fetchall()
+        return [(str(block_id), str(sid), bytes(data)) for block_id, sid, data in rows]
+
+    def count_blocks(
+        self, *, namespace: str = DEFAULT_NAMESPACE, session_id: str | None = None, kind: BlockKind | None = 'block'
+    ) -> int:
+        where, params = _scope_sql(namespace, session_id)
+        if kind is not None:
+            where += ' AND kind = ?'
+            params.append(kind)
+        with self._read() as conn:
+            return int(conn.execute(f'SELECT count(*) FROM blocks WHERE {where}', params).fetchone()[0])
 
     def list_mementos(
         self, *, namespace: str = DEFAULT_NAMESPACE, session_id: str | None = None
