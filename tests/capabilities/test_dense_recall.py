@@ -4,12 +4,16 @@ fails, and never another session's blocks (the vectors are shared by every run o
 from __future__ import annotations
 
 import logging
+from collections.abc import Sequence
 from pathlib import Path
 
+import numpy as np
+import numpy.typing as npt
 import pytest
 
 from mementograph import MementoCompaction, open_store
-from mementograph.knowledge_graph.dense import OnnxEmbeddingModel
+from mementograph.knowledge_graph.dense import DenseIndex, OnnxEmbeddingModel
+from mementograph.mcp import MemoryTools
 from tests.capabilities.probe import ProbeModel, probe_agent, tool_returns
 
 
@@ -51,5 +55,35 @@ async def test_a_failing_model_leaves_recall_lexical(tmp_path: Path, caplog: pyt
         assert any(
             'dense recall unavailable' in r.getMessage() and 'no-model' in r.getMessage() for r in caplog.records
         )
+    finally:
+        store.close()
+
+
+class _QueriesOnly(OnnxEmbeddingModel):
+    """The same local model, refusing to embed blocks: whatever vectors it ranks were read from the store."""
+
+    def vectors(self, texts: Sequence[str], *, query: bool = False) -> npt.NDArray[np.float32]:
+        assert query, 'a block was embedded again instead of read from the store'
+        return super().vectors(texts, query=query)
+
+
+async def test_the_mcp_server_reads_the_vectors_the_capability_stored(tmp_path: Path, onnx_model_path: Path) -> None:
+    uri = f'sqlite://{tmp_path / "memory.db"}'
+    store = open_store(uri)
+    try:
+        capability = MementoCompaction(store, max_tokens=2_500, embedding=OnnxEmbeddingModel(onnx_model_path))
+        model = ProbeModel('ZEBRAALPHA', probes=[('recall', {'query': 'ZEBRAALPHA'})])
+        await probe_agent(model, [capability]).run('Read every module.', conversation_id='alpha')
+        index = capability.dense_index()
+        assert index is not None
+        index.sync(store, session_id='alpha')  # the blocks archived after the run's own recall
+    finally:
+        store.close()
+    store = open_store(uri)  # another process, as the MCP server is
+    try:
+        tools = MemoryTools(store, dense=DenseIndex(_QueriesOnly(onnx_model_path)))
+        text = tools.recall('functions that multiply their argument', k=3, session_id='alpha')
+        assert text.startswith('1. recover_block(') and 'dense rank' in text
+        assert tools.dense is not None and len(tools.dense) == store.count_blocks(session_id='alpha') > 0
     finally:
         store.close()

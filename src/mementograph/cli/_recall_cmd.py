@@ -30,7 +30,7 @@ def _recall(args: argparse.Namespace) -> int:
     model = load_embedding(args.embedding) if method in DENSE_METHODS else None
     with store_from(args) as store:
         dense = None
-        if model is not None:  # the scope's blocks are embedded now: the vectors live in this process only
+        if model is not None:  # vectors the capability stored are read, the rest embedded here (never written)
             dense = DenseIndex(model)
             dense.sync(store, namespace=args.namespace, session_id=args.session)
         hits = recall(
@@ -112,7 +112,9 @@ def register(commands: argparse._SubParsersAction[argparse.ArgumentParser]) -> N
         choices=(*METHODS, *DENSE_METHODS),
         help='ranking (default: fused, or hybrid with --embedding; dense and hybrid need --embedding)',
     )
-    add_embedding_option(parser, "for dense and hybrid; the scope's blocks are embedded at each call")
+    add_embedding_option(
+        parser, 'for dense and hybrid; vectors the capability stored are read, blocks without one embedded per call'
+    )
     parser.add_argument('--session', help='one session (default: every session of the namespace)')
     parser.add_argument('--since', metavar='TIME', help='only blocks that started at or after this ISO-8601 time')
     parser.add_argument('--until', metavar='TIME', help='only blocks that started before this ISO-8601 time')
