@@ -2,8 +2,13 @@
 
 from __future__ import annotations
 
+import hashlib
+import re
+from collections.abc import Sequence
 from datetime import UTC, datetime, timedelta
 
+from pydantic_ai.embeddings import EmbeddingModel, EmbeddingResult, EmbeddingSettings
+from pydantic_ai.embeddings.result import EmbedInputType
 from pydantic_ai.messages import (
     BinaryContent,
     ImageUrl,
@@ -88,3 +93,29 @@ def session_history(turns: int, *, prefix: str = 'turn') -> list[ModelMessage]:
         messages.append(assistant(f'src/mod_{turn}.py defines value_{turn} = {turn * 7}.', i + 3))
         i += 4
     return messages
+
+
+class HashedWords(EmbeddingModel):
+    """A deterministic bag-of-words embedding (each word hashed to one of 64 axes): exact overlap, no meaning."""
+
+    @property
+    def model_name(self) -> str:
+        return 'hashed-words'
+
+    @property
+    def system(self) -> str:
+        return 'test'
+
+    async def embed(
+        self, inputs: str | Sequence[str], *, input_type: EmbedInputType, settings: EmbeddingSettings | None = None
+    ) -> EmbeddingResult:
+        texts, _ = self.prepare_embed(inputs, settings)
+        rows = []
+        for text in texts:
+            row = [0.0] * 64
+            for word in re.findall(r'\w+', text.lower()):
+                row[int(hashlib.sha256(word.encode()).hexdigest(), 16) % 64] += 1.0
+            rows.append(row)
+        return EmbeddingResult(
+            rows, inputs=texts, input_type=input_type, model_name='hashed-words', provider_name='test'
+        )

@@ -10,13 +10,14 @@ from pathlib import Path
 
 import pytest
 from mcp import Client
-from pydantic_ai.embeddings import EmbeddingModel, EmbeddingResult, EmbeddingSettings
+from pydantic_ai.embeddings import EmbeddingResult, EmbeddingSettings
 from pydantic_ai.embeddings.result import EmbedInputType
 from pydantic_ai.messages import ModelMessagesTypeAdapter
 
 from mementograph.eval import DialogueIngestor
 from mementograph.knowledge_graph.store import open_store
 from mementograph.mcp import _server, create_server
+from tests.builders import HashedWords
 from tests.recall.conftest import small_dialogue
 
 from ._client import TOOLS, error, in_process, ok, texts
@@ -237,16 +238,8 @@ async def test_writes_by_another_connection_show_up(tmp_path: Path) -> None:
         writer.close()
 
 
-class _Unreachable(EmbeddingModel):
+class _Unreachable(HashedWords):
     """An embedding model whose provider is down."""
-
-    @property
-    def model_name(self) -> str:
-        return 'unreachable'
-
-    @property
-    def system(self) -> str:
-        return 'test'
 
     async def embed(
         self, inputs: str | Sequence[str], *, input_type: EmbedInputType, settings: EmbeddingSettings | None = None

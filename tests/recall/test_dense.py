@@ -3,15 +3,13 @@
 from __future__ import annotations
 
 import asyncio
-import hashlib
-import re
 import zipfile
 from collections.abc import Iterator, Sequence
 from pathlib import Path
 
 import numpy as np
 import pytest
-from pydantic_ai.embeddings import Embedder, EmbeddingModel, EmbeddingResult, EmbeddingSettings
+from pydantic_ai.embeddings import Embedder, EmbeddingResult, EmbeddingSettings
 from pydantic_ai.embeddings.result import EmbedInputType
 
 from mementograph.eval import DialogueIngestor, IngestedDialogue, dense_index
@@ -24,34 +22,9 @@ from mementograph.knowledge_graph.dense import (
 )
 from mementograph.knowledge_graph.recall import rank_blocks, recall
 from mementograph.knowledge_graph.store import GraphStore, open_store
+from tests.builders import HashedWords
 from tests.conftest import open_neo4j
 from tests.recall.conftest import small_dialogue
-
-
-class HashedWords(EmbeddingModel):
-    """A deterministic bag-of-words embedding (each word hashed to one of 64 axes): exact overlap, no meaning."""
-
-    @property
-    def model_name(self) -> str:
-        return 'hashed-words'
-
-    @property
-    def system(self) -> str:
-        return 'test'
-
-    async def embed(
-        self, inputs: str | Sequence[str], *, input_type: EmbedInputType, settings: EmbeddingSettings | None = None
-    ) -> EmbeddingResult:
-        texts, _ = self.prepare_embed(inputs, settings)
-        rows = []
-        for text in texts:
-            row = [0.0] * 64
-            for word in re.findall(r'\w+', text.lower()):
-                row[int(hashlib.sha256(word.encode()).hexdigest(), 16) % 64] += 1.0
-            rows.append(row)
-        return EmbeddingResult(
-            rows, inputs=texts, input_type=input_type, model_name='hashed-words', provider_name='test'
-        )
 
 
 @pytest.fixture(scope='module')
