@@ -173,3 +173,23 @@ class _Refusing(HashedWords):
         self, inputs: str | Sequence[str], *, input_type: EmbedInputType, settings: EmbeddingSettings | None = None
     ) -> EmbeddingResult:
         raise AssertionError('nothing should be embedded again')
+
+
+def test_concurrent_syncs_keep_one_vector_per_block(archived: tuple[GraphStore, str, IngestedDialogue]) -> None:
+    from concurrent.futures import ThreadPoolExecutor
+
+    store, namespace, ingested = archived
+    index = DenseIndex(_Slow())  # every sync is still embedding when the others start
+    with ThreadPoolExecutor(4) as pool:
+        done = list(pool.map(lambda _: index.sync(store, namespace=namespace, session_id='conv-1'), range(4)))
+    assert len(index) == len(ingested.blocks) and sum(done) >= len(ingested.blocks)
+    ranked = index.rank_dense('support group', namespace=namespace, session_id=None, limit=50)
+    assert len(ranked) == len({block_id for block_id, _ in ranked}) == len(ingested.blocks)
+
+
+class _Slow(HashedWords):
+    async def embed(
+        self, inputs: str | Sequence[str], *, input_type: EmbedInputType, settings: EmbeddingSettings | None = None
+    ) -> EmbeddingResult:
+        await asyncio.sleep(0.05)
+        return await super().embed(inputs, input_type=input_type, settings=settings)

@@ -109,12 +109,15 @@ class DenseIndex:
                     f'{self.model_key} gave {matrix.shape[1]}-dimensional vectors, the index holds '
                     f'{self._chunks[0].shape[1]}: one index, one model'
                 )
+            rows = [i for i, block_id in enumerate(ids) if block_id not in self._known]  # a concurrent sync's
+            if not rows:
+                return
             code = self._scopes.setdefault((namespace, session_id), len(self._scopes))
-            for block_id in ids:
-                self._ids.append(block_id)
+            for i in rows:
+                self._ids.append(ids[i])
                 self._codes.append(code)
-                self._known.add(block_id)
-            self._chunks.append(matrix)
+                self._known.add(ids[i])
+            self._chunks.append(matrix if len(rows) == len(ids) else matrix[rows])
             self._code_array = None
 
     def _load_stored(self, store: GraphStore, *, namespace: str, session_id: str | None) -> None:
