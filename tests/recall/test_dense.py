@@ -193,3 +193,21 @@ class _Slow(HashedWords):
     ) -> EmbeddingResult:
         await asyncio.sleep(0.05)
         return await super().embed(inputs, input_type=input_type, settings=settings)
+
+
+def test_a_hit_found_by_words_and_meaning_says_both() -> None:
+    from mementograph.knowledge_graph.recall import RecallHit, render_recall
+
+    hit = RecallHit(
+        block_id='blk_1',
+        session_id='s',
+        score=1.5,
+        memento_id=None,
+        memento='RESULT: tests pass',
+        block_ids=('blk_1',),
+        matched=('pkg/mod.py (exact)',),
+        reasons=('entity pkg/mod.py', 'bm25 rank 2', 'dense rank 1 (cosine 0.65)'),
+    )
+    assert '-- matched: pkg/mod.py (exact), dense rank 1 (cosine 0.65)\n' in render_recall([hit], 'q')
+    lexical = RecallHit(**{**hit.__dict__, 'matched': (), 'reasons': ('bm25 rank 2', 'bm25 rank 5')})
+    assert '-- matched: bm25 rank 2, bm25 rank 5\n' in render_recall([lexical], 'q')

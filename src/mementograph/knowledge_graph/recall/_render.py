@@ -13,6 +13,14 @@ MAX_MEMENTO_CHARS: Final = 700
 """Characters of each memento shown; the full block is one `recover_block` away."""
 
 
+def _why(hit: RecallHit) -> str:
+    """Matched entities, else the first two ways the block was reached; and its similarity when vectors found it
+    (a hybrid hit says both why the words and why the meaning point at it)."""
+    meaning = next((reason for reason in hit.reasons if reason.startswith('dense rank')), '')
+    words = ', '.join(hit.matched[:4]) or ', '.join([reason for reason in hit.reasons if reason != meaning][:2])
+    return ', '.join(part for part in (words, meaning) if part) or 'text match'
+
+
 def render_recall(hits: Sequence[RecallHit], query: str, *, max_chars: int = 6_000) -> str:
     """One entry per hit, best first: block id, score, why it matched, and its memento (cut to fit).
 
@@ -25,7 +33,7 @@ def render_recall(hits: Sequence[RecallHit], query: str, *, max_chars: int = 6_0
     used = 0
     shown = 0
     for rank, hit in enumerate(hits, start=1):
-        why = ', '.join(hit.matched[:4]) or ', '.join(hit.reasons[:2]) or 'text match'
+        why = _why(hit)
         memento = hit.memento.strip() or '(no memento)'
         if len(memento) > MAX_MEMENTO_CHARS:
             memento = memento[: MAX_MEMENTO_CHARS - 3].rstrip() + '...'
