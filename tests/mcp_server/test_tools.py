@@ -7,6 +7,7 @@ import logging
 import re
 from collections.abc import Sequence
 from pathlib import Path
+from typing import Any
 
 import pytest
 from mcp import Client
@@ -15,8 +16,8 @@ from pydantic_ai.embeddings.result import EmbedInputType
 from pydantic_ai.messages import ModelMessagesTypeAdapter
 
 from mementograph.eval import DialogueIngestor
-from mementograph.knowledge_graph.store import open_store
-from mementograph.mcp import _server, create_server
+from mementograph.knowledge_graph.store import GraphStore, open_store
+from mementograph.mcp import MemoryTools, _server, create_server
 from tests.builders import HashedWords
 from tests.recall.conftest import small_dialogue
 
@@ -259,3 +260,29 @@ async def test_recall_stays_lexical_when_the_embedding_model_fails(
         store.close()
     assert text.startswith('1. recover_block("mem_') and 'adoption' in text and 'dense rank' not in text
     assert any('unreachable' in record.getMessage() for record in caplog.records)
+
+
+class _CountingReads:
+    """A real store, with its `list_pages` calls counted."""
+
+    def __init__(self, store: GraphStore) -> None:
+        self.store = store
+        self.list_pages_calls = 0
+
+    def list_pages(self, **kwargs: Any) -> Any:
+        self.list_pages_calls += 1
+        return self.store.list_pages(**kwargs)
+
+    def __getattr__(self, name: str) -> Any:
+        return getattr(self.store, name)
+
+
+def test_retrieve_page_reads_the_page_list_once(memory_file: MemoryFile) -> None:
+    store = open_store(memory_file.uri)
+    try:
+        page = store.list_pages(session_id='conv-1')[1]
+        counting = _CountingReads(store)
+        text = MemoryTools(counting).retrieve_page(page.id, session_id='conv-1')  # type: ignore[arg-type]
+        assert text.startswith(f'[page 2 {page.id}') and counting.list_pages_calls == 1
+    finally:
+        store.close()

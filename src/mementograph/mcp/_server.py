@@ -300,8 +300,8 @@ class MemoryTools:
                 raise ToolError(
                     f'No page {wanted!r} in {self._where(session)} ({len(pages)} pages); list_pages() names them.'
                 )
-            return retrieve_page(
-                self.store, record.id, session_id=record.session_id, namespace=self.scope.namespace, part=part
+            return retrieve_page(  # the page as read above: listing the pages again would cost a second read
+                self.store, record, session_id=record.session_id, namespace=self.scope.namespace, part=part
             )
 
     def query_memory(

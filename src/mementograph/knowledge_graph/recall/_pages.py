@@ -349,7 +349,7 @@ def find_page(pages: Sequence[PageRecord], page: str | int) -> PageRecord | None
 
 def retrieve_page(
     store: GraphStore,
-    page: str | int,
+    page: str | int | PageRecord,
     *,
     session_id: str | None,
     namespace: str = DEFAULT_NAMESPACE,
@@ -364,7 +364,7 @@ def retrieve_page(
 
     Args:
         store: the store.
-        page: a page id (`pg_...`) or number.
+        page: a page id (`pg_...`) or number, or the page itself when the caller already read it.
         session_id: the session (`None`: any session of the namespace, ids are unique).
         namespace: the namespace.
         part: which part of a long page (1-based).
@@ -372,13 +372,17 @@ def retrieve_page(
         counter: counts tokens (a default `TokenCounter()` otherwise).
     """
     counter = counter or TokenCounter()
-    pages = store.list_pages(namespace=namespace, session_id=session_id)
-    try:
-        record = find_page(pages, page)
-    except AmbiguousPageError as exc:
-        return str(exc)
-    if record is None:
-        return f'No page {page!r} in this session ({len(pages)} pages).'
+    if isinstance(page, PageRecord):
+        record = page
+    else:
+        pages = store.list_pages(namespace=namespace, session_id=session_id)
+        try:
+            found = find_page(pages, page)
+        except AmbiguousPageError as exc:
+            return str(exc)
+        if found is None:
+            return f'No page {page!r} in this session ({len(pages)} pages).'
+        record = found
     chunks: list[str] = []
     for block_id in record.block_ids:
         try:
