@@ -65,11 +65,8 @@ from dataclasses import asdict, dataclass, field, replace
 from pathlib import Path
 from typing import Any
 
-REPO = Path(__file__).resolve().parents[2]
-sys.path.insert(0, str(REPO / 'src'))
-
-from pydantic_ai.capabilities import AbstractCapability  # noqa: E402
-from pydantic_ai.messages import (  # noqa: E402
+from pydantic_ai.capabilities import AbstractCapability
+from pydantic_ai.messages import (
     ModelMessage,
     ModelRequest,
     ModelResponse,
@@ -77,6 +74,7 @@ from pydantic_ai.messages import (  # noqa: E402
     ToolReturnPart,
 )
 
+REPO = Path(__file__).resolve().parents[2]
 HARNESS = ('sliding', 'clear', 'tiered')
 MEMENTO = ('memento-embedded', 'memento-neo4j')
 STRATEGIES = ('none', *HARNESS, *MEMENTO)

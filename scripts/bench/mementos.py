@@ -30,7 +30,6 @@ import os
 import platform
 import re
 import statistics
-import sys
 import time
 from dataclasses import asdict, dataclass
 from pathlib import Path
@@ -314,7 +313,6 @@ def main(argv: list[str] | None = None) -> int:
     cache = data / 'tiktoken' / 'cache'
     if 'TIKTOKEN_CACHE_DIR' not in os.environ and cache.is_dir():
         os.environ['TIKTOKEN_CACHE_DIR'] = str(cache)
-    sys.path.insert(0, str(REPO / 'src'))
     report = asyncio.run(_run(args, data))
     _print(report)
     out = Path(args.out)

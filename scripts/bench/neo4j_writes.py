@@ -38,10 +38,7 @@ from datetime import UTC, datetime, timedelta
 from pathlib import Path
 from typing import Any
 
-REPO = Path(__file__).resolve().parents[2]
-sys.path.insert(0, str(REPO / 'src'))
-
-from pydantic_ai.messages import (  # noqa: E402
+from pydantic_ai.messages import (
     ModelMessage,
     ModelRequest,
     ModelResponse,
@@ -51,8 +48,8 @@ from pydantic_ai.messages import (  # noqa: E402
     UserPromptPart,
 )
 
-from mementograph._messages import message_text  # noqa: E402
-from mementograph.knowledge_graph import (  # noqa: E402
+from mementograph._messages import message_text
+from mementograph.knowledge_graph import (
     BlockRecord,
     EntityRecord,
     Eviction,
@@ -64,9 +61,10 @@ from mementograph.knowledge_graph import (  # noqa: E402
     memento_id_for,
     page_id_for,
 )
-from mementograph.knowledge_graph.store._cypher import EXAMPLE_QUERIES  # noqa: E402
-from mementograph.knowledge_graph.store._neo4j import FULLTEXT_INDEX, Neo4jStore, session_key  # noqa: E402
+from mementograph.knowledge_graph.store._cypher import EXAMPLE_QUERIES
+from mementograph.knowledge_graph.store._neo4j import FULLTEXT_INDEX, Neo4jStore, session_key
 
+REPO = Path(__file__).resolve().parents[2]
 T0 = datetime(2026, 1, 1, tzinfo=UTC)
 ENTITY_POOL = 400
 
