@@ -27,7 +27,8 @@ import threading
 import warnings
 from collections.abc import Callable
 from dataclasses import KW_ONLY, dataclass, field, replace
-from typing import TYPE_CHECKING, Any, Literal, get_args
+from functools import partial
+from typing import TYPE_CHECKING, Any, Generic, Literal, TypeVar, get_args
 
 from pydantic_ai import RunContext
 from pydantic_ai.capabilities import AbstractCapability
@@ -57,6 +58,7 @@ if TYPE_CHECKING:
 __all__ = ('MementoCompaction', 'MementoWarning', 'Retention')
 
 logger = logging.getLogger('mementograph')
+T = TypeVar('T')
 
 DEFAULT_MAX_FRACTION = 0.6
 DEFAULT_CONTEXT_WINDOW = 200_000
@@ -73,38 +75,28 @@ class MementoWarning(UserWarning):
     """Compaction could not happen (store or compressor failing); the run continued with its full context."""
 
 
-@dataclass
-class _SharedStore:
-    """The store, opened lazily once and shared by every per-run copy of the capability."""
+def _open(store: GraphStore | str | None) -> GraphStore:
+    return store if store is not None and not isinstance(store, str) else open_store(store)
 
-    spec: GraphStore | str | None
-    _store: GraphStore | None = None
-    _lock: threading.Lock = field(default_factory=threading.Lock)
 
-    def get(self) -> GraphStore:
-        with self._lock:
-            if self._store is None:
-                self._store = (
-                    self.spec if self.spec is not None and not isinstance(self.spec, str) else open_store(self.spec)
-                )
-            return self._store
+def _recall_index(embedding: EmbeddingModel | str) -> DenseIndex:
+    return DenseIndex(embedding_model(embedding), persist=True)
 
 
 @dataclass
-class _SharedDense:
-    """The dense index of the `recall` tool, built lazily once and shared by every run (vectors stay valid)."""
+class _Shared(Generic[T]):
+    """A value made at first use, once, and shared by every per-run copy of the capability (its store, the
+    `recall` tool's dense index)."""
 
-    spec: EmbeddingModel | str | None
-    _index: DenseIndex | None = None
+    make: Callable[[], T]
+    _value: T | None = None
     _lock: threading.Lock = field(default_factory=threading.Lock)
 
-    def get(self) -> DenseIndex | None:
-        if self.spec is None:
-            return None
+    def get(self) -> T:
         with self._lock:
-            if self._index is None:
-                self._index = DenseIndex(embedding_model(self.spec), persist=True)
-            return self._index
+            if self._value is None:
+                self._value = self.make()
+            return self._value
 
 
 @dataclass
@@ -232,8 +224,8 @@ class MementoCompaction(AbstractCapability[AgentDepsT]):
     id: str | None = 'memento_compaction'
     """Stable capability id (one memento compaction per agent)."""
 
-    _shared: _SharedStore = field(init=False, repr=False, compare=False)
-    _dense: _SharedDense = field(init=False, repr=False, compare=False)
+    _shared: _Shared[GraphStore] = field(init=False, repr=False, compare=False)
+    _dense: _Shared[DenseIndex] | None = field(init=False, repr=False, compare=False)
     _toolset: MementoToolset[AgentDepsT] = field(init=False, repr=False, compare=False)
     _state: _RunState = field(init=False, repr=False, compare=False)
 
@@ -250,8 +242,9 @@ class MementoCompaction(AbstractCapability[AgentDepsT]):
             raise ValueError(f'retention must be one of {", ".join(map(repr, _RETENTIONS))}, not {self.retention!r}')
         if self.redact is not None and not callable(self.redact):
             raise ValueError('redact must be a function taking and returning a str')
-        self._shared = _SharedStore(self.store)
-        self._dense = _SharedDense(self.embedding)
+        self._shared = _Shared(partial(_open, self.store))
+        # the vectors stay valid for every run: one index, filled once per session
+        self._dense = None if self.embedding is None else _Shared(partial(_recall_index, self.embedding))
         self._toolset = MementoToolset(self)
         self._state = _RunState()
 
@@ -339,7 +332,7 @@ class MementoCompaction(AbstractCapability[AgentDepsT]):
 
     def dense_index(self) -> DenseIndex | None:
         """The `recall` tool's vectors, with `embedding` set (the model loads at the first recall)."""
-        return self._dense.get()
+        return None if self._dense is None else self._dense.get()
 
     @property
     def reports(self) -> list[CompactionReport]:

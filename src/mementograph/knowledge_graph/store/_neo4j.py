@@ -391,6 +391,11 @@ def _scope(variable: str, namespace: str | None, session_id: str | None, *, sess
     return ' AND '.join(clauses) or 'true'
 
 
+def _block_scope(namespace: str, session_id: str | None, kind: BlockKind | None) -> str:
+    """`_scope` for blocks `b`, of one kind (`$kind`) unless `kind` is `None`."""
+    return _scope('b', namespace, session_id) + (' AND b.kind = $kind' if kind is not None else '')
+
+
 def _block(data: Mapping[str, Any]) -> BlockRecord:
     return BlockRecord(
         id=data['id'],
@@ -855,7 +860,7 @@ class Neo4jStore:
         session_id: str | None = None,
         kind: BlockKind | None = 'block',
     ) -> list[BlockRecord]:
-        where = _scope('b', namespace, session_id) + (' AND b.kind = $kind' if kind is not None else '')
+        where = _block_scope(namespace, session_id, kind)
         rows = self._rows(
             f'MATCH (b:EvictedBlock) WHERE {where} RETURN {_BLOCK_FIELDS} ORDER BY b.session_id, b.seq, b.kind',
             'list_blocks',
@@ -901,7 +906,7 @@ class Neo4jStore:
     def count_blocks(
         self, *, namespace: str = DEFAULT_NAMESPACE, session_id: str | None = None, kind: BlockKind | None = 'block'
     ) -> int:
-        where = _scope('b', namespace, session_id) + (' AND b.kind = $kind' if kind is not None else '')
+        where = _block_scope(namespace, session_id, kind)
         rows = self._rows(
             f'MATCH (b:EvictedBlock) WHERE {where} RETURN count(b) AS n',
             'count_blocks',

@@ -518,6 +518,15 @@ def _scope_sql(namespace: str | None, session_id: str | None, prefix: str = '') 
     return (' AND '.join(clauses) or '1 = 1'), params
 
 
+def _block_scope_sql(namespace: str, session_id: str | None, kind: BlockKind | None) -> tuple[str, list[Any]]:
+    """`_scope_sql` for blocks, of one kind unless `kind` is `None`."""
+    where, params = _scope_sql(namespace, session_id)
+    if kind is not None:
+        where += ' AND kind = ?'
+        params.append(kind)
+    return where, params
+
+
 class SqliteStore:
     """Graph store on one SQLite file (or in memory).
 
@@ -1011,10 +1020,7 @@ class SqliteStore:
         session_id: str | None = None,
         kind: BlockKind | None = 'block',
     ) -> list[BlockRecord]:
-        where, params = _scope_sql(namespace, session_id)
-        if kind is not None:
-            where += ' AND kind = ?'
-            params.append(kind)
+        where, params = _block_scope_sql(namespace, session_id, kind)
         with self._read() as conn:
             rows = conn.execute(
                 f'SELECT {_BLOCK_COLUMNS} FROM blocks WHERE {where} ORDER BY session_id, seq, kind', params
@@ -1047,10 +1053,7 @@ class SqliteStore:
     def count_blocks(
         self, *, namespace: str = DEFAULT_NAMESPACE, session_id: str | None = None, kind: BlockKind | None = 'block'
     ) -> int:
-        where, params = _scope_sql(namespace, session_id)
-        if kind is not None:
-            where += ' AND kind = ?'
-            params.append(kind)
+        where, params = _block_scope_sql(namespace, session_id, kind)
         with self._read() as conn:
             return int(conn.execute(f'SELECT count(*) FROM blocks WHERE {where}', params).fetchone()[0])
 
