@@ -3,6 +3,7 @@
 Usage:
     TIKTOKEN_CACHE_DIR=... .venv/bin/python scripts/bench/recall.py [--sizes 1000,10000,100000] [--data DIR]
         [--store sqlite|memory|neo4j://HOST:7687 ...] [--queries 60] [--keep] [--reuse DIR] [--rounds 3]
+        [--embedding onnx:PATH]
 
 Payloads are real: the shared agent trajectories segmented as the capability segments them, each block with its
 extractive memento and its entities (`mentions_for` on block and memento, as the compactor writes them), cycled
@@ -24,6 +25,15 @@ and leaves it there, and the next `--keep` run measures it without loading again
 namespace, where a fresh one is measured right after its load. `--reuse DIR` does the same for SQLite: the store of
 each size is the file DIR/recall-SIZE.db, loaded on the first run and measured as it is afterwards (to compare
 code changes on the same data; a 100k load takes minutes).
+
+With `--embedding MODEL` (`onnx:PATH`, e.g. what `scripts/fetch-embedding-model` prints), the same store is also
+measured with vectors (`hybrid`): every block gets a vector stored beside it, as the capability stores them, but a
+random unit vector seeded by its id (embedding 100k real blocks takes hours on 2 cores; ranking and fusion cost the
+same whatever the values), while each query is embedded by the real model, its cache dropped so every query pays
+its embedding. Measured: `sync_first_s` (a new process's first sync over the namespace: the stored vectors read),
+`sync_new_ms` (the sync after one more block is archived with its vector: what the MCP server's next recall pays
+for reading it; the capability embeds a new block once, at its next recall, which costs one embedding more), and
+`hybrid` over the namespace and in a session.
 """
 
 from __future__ import annotations
@@ -43,6 +53,7 @@ from typing import Any
 from mementograph._tokens import TokenCounter
 from mementograph._transcripts import load_transcript
 from mementograph.knowledge_graph import BlockRecord, Eviction, MementoRecord, Mention, memento_id_for
+from mementograph.knowledge_graph.dense import DenseIndex, embedding_model
 from mementograph.knowledge_graph.entities import extract_entities, mentions_for
 from mementograph.knowledge_graph.memory import BlockInput, MementoEngine, segment_blocks
 from mementograph.knowledge_graph.recall import recall
@@ -186,6 +197,69 @@ def measure(store: GraphStore, texts: Sequence[str], namespace: str, size: int, 
     return row
 
 
+def store_random_vectors(store: GraphStore, index: DenseIndex, namespace: str, session_id: str | None = None) -> int:
+    """A unit vector seeded by its id for every block of the scope without one of this model; returns how many."""
+    import numpy as np
+
+    width = len(index._embed(['width'], query=True)[0])
+    scope = {'namespace': namespace, 'session_id': session_id}
+    stored = {block_id for block_id, _, _ in store.read_vectors(index.model_key, **scope)}
+    missing = [block_id for block_id, _ in store.list_block_ids(**scope) if block_id not in stored]
+    for start in range(0, len(missing), 1000):
+        rows = []
+        for block_id in missing[start : start + 1000]:
+            vector = np.random.default_rng(int(block_id[4:16], 16)).standard_normal(width).astype('<f4')
+            rows.append((block_id, (vector / np.linalg.norm(vector)).astype('<f4').tobytes()))
+        store.write_vectors(index.model_key, rows, namespace=namespace)
+    return len(missing)
+
+
+def measure_dense(
+    store: GraphStore, model_spec: str, sources: Sequence[Source], texts: Sequence[str], namespace: str, size: int,
+    rounds: int,
+) -> dict[str, float]:  # fmt: skip
+    model = embedding_model(model_spec)
+    writer = DenseIndex(model)
+    row: dict[str, float] = {'vectors_written': store_random_vectors(store, writer, namespace)}
+    started = time.perf_counter()
+    index = DenseIndex(model)  # a new process (the MCP server) reading what the capability stored
+    index.sync(store, namespace=namespace)
+    row['sync_first_s'] = round(time.perf_counter() - started, 2)
+    times: dict[str, list[float]] = {'hybrid': [], 'hybrid_session': [], 'embed_query': [], 'sync_new': []}
+    sessions = [f's{i % max(1, size // SESSION_BLOCKS)}' for i in range(len(texts))]
+    for _ in range(rounds):
+        for text, session in zip(texts, sessions, strict=True):
+            for scope, name in ((None, 'hybrid'), (session, 'hybrid_session')):
+                index._queries.clear()  # every query pays its embedding, as a new one would
+                t0 = time.perf_counter()
+                recall(store, text, 10, namespace=namespace, session_id=scope, method='hybrid', dense=index)
+                times[name].append((time.perf_counter() - t0) * 1000)
+            index._queries.clear()
+            t0 = time.perf_counter()
+            index._query_vector(text)
+            times['embed_query'].append((time.perf_counter() - t0) * 1000)
+    try:
+        for i in range(5):  # one more block archived, then the sync a recall makes first
+            source = sources[i % len(sources)]
+            block = BlockRecord.from_messages(
+                source.messages, session_id='dense-sync', seq=i, tokens=source.tokens, text=source.text,
+                namespace=namespace,
+            )  # fmt: skip
+            store.write_eviction(Eviction(session_id='dense-sync', namespace=namespace, blocks=(block,)))
+            store_random_vectors(
+                store, writer, namespace, 'dense-sync'
+            )  # as the capability stores its new block's vector
+            t0 = time.perf_counter()
+            index.sync(store, namespace=namespace)
+            times['sync_new'].append((time.perf_counter() - t0) * 1000)
+    finally:
+        store.delete_session('dense-sync', namespace=namespace)
+    for name, values in times.items():
+        row[f'{name}_p50_ms'] = round(statistics.median(values), 2)
+        row[f'{name}_p95_ms'] = round(percentile(values, 0.95), 2)
+    return row
+
+
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     parser.add_argument('--sizes', default='1000,10000,100000')
@@ -204,6 +278,7 @@ def main() -> None:
         help='SQLite: keep each size in DIR/recall-SIZE.db, load it only when missing, measure it as it is',
     )
     parser.add_argument('--rounds', type=int, default=3, help='measured rounds of the queries (after one warm-up)')
+    parser.add_argument('--embedding', metavar='MODEL', help='also measure hybrid recall and vector sync (onnx:PATH)')
     args = parser.parse_args()
     counter = TokenCounter()
     started = time.perf_counter()
@@ -233,6 +308,8 @@ def main() -> None:
                     # the machine's load before and after: shared cores make every figure depend on it
                     load_before = round(os.getloadavg()[0], 2)
                     row |= measure(store, texts, namespace, size, rounds=args.rounds)
+                    if args.embedding:
+                        row |= measure_dense(store, args.embedding, sources, texts, namespace, size, args.rounds)
                     row['load_avg_1m_before'] = load_before
                     row['load_avg_1m'] = round(os.getloadavg()[0], 2)
                 finally:
@@ -265,6 +342,20 @@ def main() -> None:
             f'{r["growth_p50_vs_smallest"]} | {r["index_s"]} | {r["load_s"]} | '
             f'{r["load_avg_1m_before"]} / {r["load_avg_1m"]} |'
         )
+    dense_rows = [r for r in rows if 'hybrid_p50_ms' in r]
+    if dense_rows:
+        print(
+            '\n| blocks | store | hybrid p50 / p95 ms | hybrid in a session p50 / p95 ms | query embedding p50 / p95 ms '
+            '| first sync over the namespace s | sync after one new block p50 / p95 ms |'
+        )
+        print('|' + '---|' * 7)
+        for r in dense_rows:
+            print(
+                f'| {r["blocks"]} | {r["store"]} | {r["hybrid_p50_ms"]} / {r["hybrid_p95_ms"]} | '
+                f'{r["hybrid_session_p50_ms"]} / {r["hybrid_session_p95_ms"]} | '
+                f'{r["embed_query_p50_ms"]} / {r["embed_query_p95_ms"]} | {r["sync_first_s"]} | '
+                f'{r["sync_new_p50_ms"]} / {r["sync_new_p95_ms"]} |'
+            )
     out = REPO / 'bench-results'
     out.mkdir(exist_ok=True)
     (out / 'recall.json').write_text(json.dumps(rows, indent=2))

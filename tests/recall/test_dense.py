@@ -3,8 +3,10 @@
 from __future__ import annotations
 
 import asyncio
+import shutil
 import zipfile
 from collections.abc import Iterator, Sequence
+from typing import Any
 from pathlib import Path
 
 import numpy as np
@@ -21,8 +23,9 @@ from mementograph.knowledge_graph.dense import (
     embedding_model,
 )
 from mementograph.knowledge_graph.recall import rank_blocks, recall
+from mementograph.knowledge_graph import BlockRecord, Eviction
 from mementograph.knowledge_graph.store import GraphStore, open_store
-from tests.builders import HashedWords
+from tests.builders import HashedWords, session_history
 from tests.conftest import open_neo4j
 from tests.recall.conftest import small_dialogue
 
@@ -77,6 +80,24 @@ def test_model_files_errors_name_the_path(tmp_path: Path) -> None:
     with pytest.raises(EmbeddingModelError, match='cannot use embedding model'):
         embedding_model('nosuchprovider:model')
     assert isinstance(embedding_model(f'onnx:{tmp_path}'), OnnxEmbeddingModel)
+
+
+def test_a_local_model_keys_its_vectors_by_its_content_and_settings(onnx_model_path: Path, tmp_path: Path) -> None:
+    key = DenseIndex(OnnxEmbeddingModel(onnx_model_path)).model_key
+    assert key.startswith(f'onnx:{onnx_model_path.stem}@') and len(key.split('@')[1]) == 12
+    moved = tmp_path / 'moved' / onnx_model_path.name
+    moved.parent.mkdir()
+    shutil.copy(onnx_model_path, moved)
+    assert DenseIndex(OnnxEmbeddingModel(moved)).model_key == key  # the same files elsewhere: the same vectors
+    # another model under the same file name (here: the same graph with another tokenizer) never shares them
+    other = tmp_path / 'other' / onnx_model_path.name
+    other.parent.mkdir()
+    with zipfile.ZipFile(onnx_model_path) as source, zipfile.ZipFile(other, 'w') as target:
+        for name in source.namelist():
+            data = source.read(name)
+            target.writestr(name, data + b'\n' if name.endswith('tokenizer.json') else data)
+    assert DenseIndex(OnnxEmbeddingModel(other)).model_key != key
+    assert DenseIndex(OnnxEmbeddingModel(onnx_model_path, pooling='cls')).model_key != key  # other vectors too
 
 
 def test_dense_index_scopes_ranks_and_adds_once() -> None:
@@ -185,6 +206,61 @@ def test_concurrent_syncs_keep_one_vector_per_block(archived: tuple[GraphStore, 
     assert len(index) == len(ingested.blocks) and sum(done) >= len(ingested.blocks)
     ranked = index.rank_dense('support group', namespace=namespace, session_id=None, limit=50)
     assert len(ranked) == len({block_id for block_id, _ in ranked}) == len(ingested.blocks)
+
+
+class _Recording:
+    """A real store that notes which of its methods were called, in order."""
+
+    def __init__(self, inner: GraphStore) -> None:
+        self.inner = inner
+        self.calls: list[str] = []
+        self.arguments: list[dict[str, Any]] = []
+
+    def __getattr__(self, name: str) -> Any:
+        attribute = getattr(self.inner, name)
+        if not callable(attribute):
+            return attribute
+
+        def call(*args: Any, **kwargs: Any) -> Any:
+            self.calls.append(name)
+            self.arguments.append(kwargs)
+            return attribute(*args, **kwargs)
+
+        return call
+
+
+def test_a_sync_after_an_eviction_reads_only_what_is_new(archived: tuple[GraphStore, str, IngestedDialogue]) -> None:
+    store, namespace, ingested = archived
+    live = DenseIndex(HashedWords(), persist=True)  # the capability's
+    assert live.sync(store, namespace=namespace, session_id='conv-1') == len(ingested.blocks)
+    reader = DenseIndex(_Refusing())  # another process (the MCP server) reading the live one's vectors
+    assert reader.sync(store, namespace=namespace, session_id='conv-1') == 0 and len(reader) == len(ingested.blocks)
+    late = BlockRecord.from_messages(
+        session_history(1, prefix='late'), session_id='conv-1', namespace=namespace, seq=10_000, tokens=80,
+        text='late: value_0 = 0 # ok',
+    )  # fmt: skip
+    store.write_eviction(Eviction(session_id='conv-1', namespace=namespace, blocks=(late,)))
+
+    recording = _Recording(store)
+    assert live.sync(recording, namespace=namespace, session_id='conv-1') == 1  # type: ignore[arg-type]
+    assert recording.calls == ['count_blocks', 'list_block_ids', 'read_vectors', 'get_block', 'write_vectors']
+    assert live.sync(recording, namespace=namespace, session_id='conv-1') == 0  # type: ignore[arg-type]
+    assert recording.calls[5:] == ['count_blocks']  # nothing new: one count
+    # the reader, over the namespace, finds the one session that changed, lists it alone and reads the new block's
+    # stored vector by id: no block read, nothing embedded
+    recording.calls.clear()
+    recording.arguments.clear()
+    assert reader.sync(recording, namespace=namespace, session_id=None) == 0  # type: ignore[arg-type]
+    assert recording.calls == ['block_counts', 'list_block_ids', 'read_vectors']
+    assert recording.arguments[1]['session_id'] == 'conv-1' and recording.arguments[2]['block_ids'] == [late.id]
+    assert len(reader) == len(ingested.blocks) + 1
+    assert reader.sync(recording, namespace=namespace, session_id=None) == 0  # type: ignore[arg-type]
+    assert recording.calls[3:] == ['block_counts']
+    query = 'value_0 ok'
+    reader._queries[query] = live._queries[query] = live._embed([query], query=True)[0]
+    ranked = reader.rank_dense(query, namespace=namespace, session_id='conv-1', limit=50)
+    assert ranked[0][0] == late.id  # the same vectors as the live index's (ties may come in another order)
+    assert sorted(ranked) == sorted(live.rank_dense(query, namespace=namespace, session_id='conv-1', limit=50))
 
 
 class _Slow(HashedWords):

@@ -369,6 +369,19 @@ def test_block_vectors_are_kept_per_model_and_scope_and_go_with_their_session(ba
     )
     assert store.read_vectors('test:m', namespace=ns, session_id='b') == [(block_b.id, 'b', two)]
     assert store.read_vectors('test:other-model', namespace=ns) == []
+    # by id: what an index holding the rest lacks; the scope still holds, an unknown id is no row
+    wanted = [block_b.id, 'blk_missing', block_b.id]
+    assert store.read_vectors('test:m', namespace=ns, block_ids=wanted) == [(block_b.id, 'b', two)]
+    assert store.read_vectors('test:m', namespace=ns, session_id='a', block_ids=[block_b.id]) == []
+    assert store.read_vectors('test:m', namespace=ns, block_ids=[]) == []
+    part = BlockRecord.from_messages(
+        session_history(1, prefix='stub'), session_id='a', namespace=ns, seq=5, tokens=50, kind='part', text='stub'
+    )
+    store.write_eviction(Eviction(session_id='a', namespace=ns, blocks=(part,)))
+    assert store.list_block_ids(namespace=ns, session_id='a') == [(block_a.id, 'a')]  # a stubbed part is no block
+    assert sorted(store.list_block_ids(namespace=ns)) == sorted([(block_a.id, 'a'), (block_b.id, 'b')])
+    assert store.list_block_ids(namespace=ns + '-other') == []
+    assert store.block_counts(namespace=ns) == {'a': 1, 'b': 1} and store.block_counts(namespace=ns + '-other') == {}
     store.write_vectors('test:m', [(block_a.id, two)], namespace=ns)  # a block's vector is replaced, not added
     assert store.read_vectors('test:m', namespace=ns, session_id='a') == [(block_a.id, 'a', two)]
     store.delete_session('a', namespace=ns)

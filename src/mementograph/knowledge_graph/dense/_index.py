@@ -5,7 +5,7 @@ from __future__ import annotations
 import logging
 import threading
 from collections import OrderedDict
-from collections.abc import Collection, Sequence
+from collections.abc import Collection, Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Final, Protocol
 
@@ -14,7 +14,7 @@ from pydantic_ai.embeddings import Embedder, EmbeddingModel
 from ..._messages import deserialize_messages
 from .._schema import DEFAULT_NAMESPACE, BlockRecord
 from ..memory import render_block
-from ..store import GraphStore
+from ..store import BlockNotFoundError, GraphStore
 from ._onnx import OnnxEmbeddingModel
 
 if TYPE_CHECKING:
@@ -69,7 +69,8 @@ class DenseIndex:
     _chunks: list[npt.NDArray[np.float32]] = field(default_factory=list)
     _code_array: npt.NDArray[np.int32] | None = None
     _queries: OrderedDict[str, npt.NDArray[np.float32]] = field(default_factory=OrderedDict)
-    _synced: dict[tuple[str, str | None], int] = field(default_factory=dict[tuple[str, str | None], int])
+    _synced: dict[tuple[str, str], int] = field(default_factory=dict[tuple[str, str], int])
+    """(namespace, session) -> its block count when this index last synced it."""
     _lock: threading.Lock = field(default_factory=threading.Lock)
 
     def __len__(self) -> int:
@@ -84,8 +85,12 @@ class DenseIndex:
 
     @property
     def model_key(self) -> str:
-        """The name a store keeps this model's vectors under."""
-        return f'{self.model.system}:{self.model.model_name}'
+        """The name a store keeps this model's vectors under; a local model's also carries its `fingerprint`, as
+        its name is only its file's (two `model.onnx` directories would otherwise read each other's vectors)."""
+        key = f'{self.model.system}:{self.model.model_name}'
+        if isinstance(self.model, OnnxEmbeddingModel):
+            key += f'@{self.model.fingerprint}'
+        return key
 
     def add(self, blocks: Sequence[tuple[str, str]], *, namespace: str = DEFAULT_NAMESPACE, session_id: str) -> int:
         """Embed `(block_id, text)` pairs of one session; returns how many were new."""
@@ -120,12 +125,16 @@ class DenseIndex:
             self._chunks.append(matrix if len(rows) == len(ids) else matrix[rows])
             self._code_array = None
 
-    def _load_stored(self, store: GraphStore, *, namespace: str, session_id: str | None) -> None:
-        """The vectors of this model the store keeps for the scope (an earlier process made them)."""
+    def _load_stored(
+        self, store: GraphStore, *, namespace: str, session_id: str | None, block_ids: Collection[str] | None = None
+    ) -> None:
+        """The vectors of this model the store keeps for the scope (only of `block_ids` when given), made earlier
+        by this or another process."""
         import numpy as np
 
         by_session: dict[str, list[tuple[str, bytes]]] = {}
-        for block_id, sid, data in store.read_vectors(self.model_key, namespace=namespace, session_id=session_id):
+        stored = store.read_vectors(self.model_key, namespace=namespace, session_id=session_id, block_ids=block_ids)
+        for block_id, sid, data in stored:
             if block_id not in self._known:
                 by_session.setdefault(sid, []).append((block_id, data))
         width = self._chunks[0].shape[1] if self._chunks else None
@@ -139,11 +148,50 @@ class DenseIndex:
             width = matrix.shape[1]
 
     def sync(self, store: GraphStore, *, namespace: str = DEFAULT_NAMESPACE, session_id: str | None = None) -> int:
-        """Embed the scope's archived blocks this index lacks (their rendered messages); returns how many."""
-        count = store.count_blocks(namespace=namespace, session_id=session_id)
-        if self._synced.get((namespace, session_id)) == count:
+        """Embed the scope's archived blocks this index lacks (their rendered messages); returns how many.
+
+        Block counts per session say which sessions changed (one count for a session, one grouped count over the
+        scope index for a namespace); when none did, that is all. Otherwise the changed scope's block ids say what
+        is missing, and only that is read: stored vectors by id, then the blocks still without one (a sync after
+        an eviction reads one block, not the session or the namespace). Many missing blocks (a first sync) are read
+        a page at a time instead.
+        """
+        if session_id is None:
+            counts = store.block_counts(namespace=namespace)
+        else:
+            counts = {session_id: store.count_blocks(namespace=namespace, session_id=session_id)}
+        changed = {sid: count for sid, count in counts.items() if self._synced.get((namespace, sid)) != count}
+        if not changed:
             return 0
-        self._load_stored(store, namespace=namespace, session_id=session_id)
+        # the one changed session is listed alone; several, in one listing of the namespace
+        listed = session_id if session_id is not None else next(iter(changed)) if len(changed) == 1 else None
+        missing = [
+            (block_id, sid)
+            for block_id, sid in store.list_block_ids(namespace=namespace, session_id=listed)
+            if sid in changed and block_id not in self._known
+        ]
+        if missing:
+            many = len(missing) > _SCAN_PAGE
+            wanted = None if many else [block_id for block_id, _ in missing]
+            self._load_stored(store, namespace=namespace, session_id=listed, block_ids=wanted)
+            missing = [(block_id, sid) for block_id, sid in missing if block_id not in self._known]
+        if len(missing) > _SCAN_PAGE:
+            fresh = self._embed_scanned(store, namespace=namespace, session_id=listed)
+        else:
+            by_session: dict[str, list[tuple[str, str]]] = {}
+            for block_id, sid in missing:
+                try:
+                    block = store.get_block(block_id, namespace=namespace, session_id=sid)
+                except BlockNotFoundError:  # forgotten since it was listed: nothing left to embed
+                    continue
+                by_session.setdefault(sid, []).append((block_id, _block_text(block)))
+            fresh = self._embed_sessions(store, by_session, namespace=namespace)
+        for sid, count in changed.items():
+            self._synced[(namespace, sid)] = count
+        return fresh
+
+    def _embed_scanned(self, store: GraphStore, *, namespace: str, session_id: str | None) -> int:
+        """Embed the scope's blocks this index lacks, reading the scope a page at a time (bounded memory)."""
         fresh = 0
         after = ''
         while True:
@@ -152,15 +200,20 @@ class DenseIndex:
             for block in page:
                 if block.kind == 'block' and block.id not in self._known:
                     by_session.setdefault(block.session_id, []).append((block.id, _block_text(block)))
-            for sid, blocks in by_session.items():
-                ids, matrix = self._embed_new(blocks, namespace=namespace, session_id=sid)
-                fresh += len(ids)
-                if self.persist and ids:
-                    self._store_vectors(store, ids, matrix, namespace=namespace)
+            fresh += self._embed_sessions(store, by_session, namespace=namespace)
             if len(page) < _SCAN_PAGE:
-                break
+                return fresh
             after = page[-1].id
-        self._synced[(namespace, session_id)] = count
+
+    def _embed_sessions(
+        self, store: GraphStore, by_session: Mapping[str, Sequence[tuple[str, str]]], *, namespace: str
+    ) -> int:
+        fresh = 0
+        for sid, blocks in by_session.items():
+            ids, matrix = self._embed_new(blocks, namespace=namespace, session_id=sid)
+            fresh += len(ids)
+            if self.persist and ids:
+                self._store_vectors(store, ids, matrix, namespace=namespace)
         return fresh
 
     def _store_vectors(

@@ -10,6 +10,7 @@ one `*tokenizer.json`, or a zip/jar holding them (LangChain4j publishes BGE and 
 from __future__ import annotations
 
 import asyncio
+import hashlib
 import re
 import threading
 import zipfile
@@ -124,6 +125,7 @@ class OnnxEmbeddingModel(EmbeddingModel):
         self._max_tokens = max_tokens
         self._threads = threads
         self._loaded: tuple[Any, Any, list[str], str] | None = None
+        self._fingerprint = ''
         self._lock = threading.Lock()
 
     @property
@@ -133,6 +135,13 @@ class OnnxEmbeddingModel(EmbeddingModel):
     @property
     def system(self) -> str:
         return 'onnx'
+
+    @property
+    def fingerprint(self) -> str:
+        """A digest of what makes the vectors: the graph, the tokenizer, pooling, query prefix and input cap (loads
+        the model). Two models whose files share a name differ here, so a store never mixes their vectors."""
+        self._load()
+        return self._fingerprint
 
     def _load(self) -> tuple[Any, Any, list[str], str]:
         with self._lock:
@@ -158,9 +167,14 @@ class OnnxEmbeddingModel(EmbeddingModel):
                 session = ort.InferenceSession(files.onnx, options, providers=['CPUExecutionProvider'])
             except Exception as exc:
                 raise EmbeddingModelError(f'{self.path}: cannot load the model {files.name}: {exc}') from exc
-            tokenizer.enable_truncation(self._max_tokens or max_tokens)
+            self._max_tokens = self._max_tokens or max_tokens
+            tokenizer.enable_truncation(self._max_tokens)
             tokenizer.enable_padding()
             inputs = [i.name for i in session.get_inputs()]
+            digest = hashlib.sha256(files.onnx)
+            for part in (files.tokenizer, self._pooling, self._query_prefix, str(self._max_tokens)):
+                digest.update(b'\0' + part.encode('utf-8', 'surrogatepass'))
+            self._fingerprint = digest.hexdigest()[:12]
             self._loaded = (session, tokenizer, inputs, self._query_prefix)
             return self._loaded
 

@@ -15,7 +15,7 @@ from __future__ import annotations
 
 import os
 import re
-from collections.abc import Callable, Iterator, Mapping, Sequence
+from collections.abc import Callable, Collection, Iterator, Mapping, Sequence
 from contextlib import contextmanager, suppress
 from typing import TYPE_CHECKING, Any, Final, LiteralString, TypeVar
 from urllib.parse import parse_qs, quote, unquote, urlsplit
@@ -891,17 +891,48 @@ class Neo4jStore:
         return self._write('write_vectors', work) if rows else 0
 
     def read_vectors(
-        self, model: str, *, namespace: str = DEFAULT_NAMESPACE, session_id: str | None = None
+        self,
+        model: str,
+        *,
+        namespace: str = DEFAULT_NAMESPACE,
+        session_id: str | None = None,
+        block_ids: Collection[str] | None = None,
     ) -> list[tuple[str, str, bytes]]:
+        # given ids are looked up by the unique id constraint's index, not by scanning the scope
+        match = 'MATCH (b:EvictedBlock) WHERE' if block_ids is None else 'MATCH (b:EvictedBlock) WHERE b.id IN $ids AND'
         rows = self._rows(
-            f'MATCH (b:EvictedBlock) WHERE {_scope("b", namespace, session_id)} AND b.vector_model = $model '
+            f'{match} {_scope("b", namespace, session_id)} AND b.vector_model = $model '
             'RETURN b.id AS id, b.session_id AS session_id, b.vector AS data',
             'read_vectors',
             namespace=namespace,
             session_id=session_id,
             model=model,
+            ids=None if block_ids is None else list(dict.fromkeys(block_ids)),
         )
         return [(str(row['id']), str(row['session_id']), bytes(row['data'])) for row in rows]
+
+    def block_counts(self, *, namespace: str = DEFAULT_NAMESPACE) -> dict[str, int]:
+        rows = self._rows(
+            f'MATCH (b:EvictedBlock) WHERE {_block_scope(namespace, None, "block")} '
+            'RETURN b.session_id AS session_id, count(b) AS n',
+            'block_counts',
+            namespace=namespace,
+            kind='block',
+        )
+        return {str(row['session_id']): int(row['n']) for row in rows}
+
+    def list_block_ids(
+        self, *, namespace: str = DEFAULT_NAMESPACE, session_id: str | None = None
+    ) -> list[tuple[str, str]]:
+        rows = self._rows(
+            f'MATCH (b:EvictedBlock) WHERE {_block_scope(namespace, session_id, "block")} '
+            'RETURN b.id AS id, b.session_id AS session_id ORDER BY b.session_id, b.seq',
+            'list_block_ids',
+            namespace=namespace,
+            session_id=session_id,
+            kind='block',
+        )
+        return [(str(row['id']), str(row['session_id'])) for row in rows]
 
     def count_blocks(
         self, *, namespace: str = DEFAULT_NAMESPACE, session_id: str | None = None, kind: BlockKind | None = 'block'

@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from collections.abc import Mapping, Sequence
+from collections.abc import Collection, Mapping, Sequence
 from dataclasses import dataclass
 from typing import Any, Protocol, runtime_checkable
 
@@ -173,9 +173,27 @@ class GraphStore(Protocol):
         ...
 
     def read_vectors(
-        self, model: str, *, namespace: str = DEFAULT_NAMESPACE, session_id: str | None = None
+        self,
+        model: str,
+        *,
+        namespace: str = DEFAULT_NAMESPACE,
+        session_id: str | None = None,
+        block_ids: Collection[str] | None = None,
     ) -> list[tuple[str, str, bytes]]:
-        """`(block_id, session_id, float32 bytes)` of every stored embedding of `model` in scope."""
+        """`(block_id, session_id, float32 bytes)` of every stored embedding of `model` in scope (only of
+        `block_ids` when given: what an index that holds the rest lacks)."""
+        ...
+
+    def block_counts(self, *, namespace: str = DEFAULT_NAMESPACE) -> dict[str, int]:
+        """Session id -> how many blocks (not stubbed parts) it holds, for every session of the namespace with one:
+        which sessions changed since an index last looked, from the scope index alone."""
+        ...
+
+    def list_block_ids(
+        self, *, namespace: str = DEFAULT_NAMESPACE, session_id: str | None = None
+    ) -> list[tuple[str, str]]:
+        """`(block_id, session_id)` of the scope's blocks (not stubbed parts), without their payloads: which of them
+        an index built earlier lacks, at the cost of the ids alone."""
         ...
 
     def count_blocks(

@@ -13,7 +13,7 @@ import sqlite3
 import threading
 import zlib
 from collections import Counter
-from collections.abc import Iterator, Mapping, Sequence
+from collections.abc import Collection, Iterator, Mapping, Sequence
 from contextlib import contextmanager
 from functools import lru_cache
 from pathlib import Path
@@ -346,6 +346,8 @@ def _scope_tokens(namespace: str, session_id: str) -> str:
     return f'{_scope_token(namespace)} {_scope_token(namespace, session_id)}'
 
 
+_ID_BATCH: Final = 500
+"""Ids bound per `IN (...)` list: far under SQLite's bound-parameter limit, few statements for a long list."""
 _QUEUE_BATCH: Final = 500
 """Evictions (block rows or `mention_queue` rows) whose mentions are indexed per transaction."""
 _REBUILD_QUEUE_ROWS: Final = 1000
@@ -1041,14 +1043,45 @@ class SqliteStore:
             return stored
 
     def read_vectors(
-        self, model: str, *, namespace: str = DEFAULT_NAMESPACE, session_id: str | None = None
+        self,
+        model: str,
+        *,
+        namespace: str = DEFAULT_NAMESPACE,
+        session_id: str | None = None,
+        block_ids: Collection[str] | None = None,
     ) -> list[tuple[str, str, bytes]]:
         where, params = _scope_sql(namespace, session_id)
+        sql = f'SELECT block_id, session_id, data FROM vectors WHERE model = ? AND {where}'
+        with self._read() as conn:
+            if block_ids is None:
+                rows = conn.execute(sql, [model, *params]).fetchall()
+            else:  # by primary key, in batches under SQLite's bound-parameter limit
+                wanted = list(dict.fromkeys(block_ids))
+                rows = []
+                for start in range(0, len(wanted), _ID_BATCH):
+                    batch = wanted[start : start + _ID_BATCH]
+                    rows += conn.execute(
+                        f'{sql} AND block_id IN ({", ".join("?" * len(batch))})', [model, *params, *batch]
+                    ).fetchall()
+        return [(str(block_id), str(sid), bytes(data)) for block_id, sid, data in rows]
+
+    def block_counts(self, *, namespace: str = DEFAULT_NAMESPACE) -> dict[str, int]:
         with self._read() as conn:
             rows = conn.execute(
-                f'SELECT block_id, session_id, data FROM vectors WHERE model = ? AND {where}', [model, *params]
+                "SELECT session_id, count(*) FROM blocks WHERE namespace = ? AND kind = 'block' GROUP BY session_id",
+                (namespace,),
             ).fetchall()
-        return [(str(block_id), str(sid), bytes(data)) for block_id, sid, data in rows]
+        return {str(sid): int(count) for sid, count in rows}
+
+    def list_block_ids(
+        self, *, namespace: str = DEFAULT_NAMESPACE, session_id: str | None = None
+    ) -> list[tuple[str, str]]:
+        where, params = _block_scope_sql(namespace, session_id, 'block')
+        with self._read() as conn:
+            rows = conn.execute(
+                f'SELECT id, session_id FROM blocks WHERE {where} ORDER BY session_id, seq', params
+            ).fetchall()
+        return [(str(block_id), str(sid)) for block_id, sid in rows]
 
     def count_blocks(
         self, *, namespace: str = DEFAULT_NAMESPACE, session_id: str | None = None, kind: BlockKind | None = 'block'
