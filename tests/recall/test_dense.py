@@ -6,8 +6,8 @@ import asyncio
 import shutil
 import zipfile
 from collections.abc import Iterator, Sequence
-from typing import Any
 from pathlib import Path
+from typing import Any
 
 import numpy as np
 import pytest
@@ -15,6 +15,7 @@ from pydantic_ai.embeddings import Embedder, EmbeddingResult, EmbeddingSettings
 from pydantic_ai.embeddings.result import EmbedInputType
 
 from mementograph.eval import DialogueIngestor, IngestedDialogue, dense_index
+from mementograph.knowledge_graph import BlockRecord, Eviction
 from mementograph.knowledge_graph.dense import (
     DenseIndex,
     EmbeddingModelError,
@@ -23,7 +24,6 @@ from mementograph.knowledge_graph.dense import (
     embedding_model,
 )
 from mementograph.knowledge_graph.recall import rank_blocks, recall
-from mementograph.knowledge_graph import BlockRecord, Eviction
 from mementograph.knowledge_graph.store import GraphStore, open_store
 from tests.builders import HashedWords, session_history
 from tests.conftest import open_neo4j
