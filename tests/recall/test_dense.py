@@ -261,6 +261,11 @@ def test_a_sync_after_an_eviction_reads_only_what_is_new(archived: tuple[GraphSt
     ranked = reader.rank_dense(query, namespace=namespace, session_id='conv-1', limit=50)
     assert ranked[0][0] == late.id  # the same vectors as the live index's (ties may come in another order)
     assert sorted(ranked) == sorted(live.rank_dense(query, namespace=namespace, session_id='conv-1', limit=50))
+    # a forgotten session's vectors go at the next sync: no recall returns a block that is gone
+    store.delete_session('conv-1', namespace=namespace)
+    assert reader.sync(store, namespace=namespace, session_id=None) == 0 and len(reader) == 0
+    assert recall(store, query, 5, method='hybrid', namespace=namespace, dense=reader) == []
+    assert live.sync(store, namespace=namespace, session_id='conv-1') == 0 and len(live) == 0
 
 
 class _Slow(HashedWords):

@@ -51,8 +51,9 @@ class DenseIndex:
 
     `sync` brings in what a store archived: the vectors of this model the store keeps, then the blocks still
     missing, embedded (and, with `persist`, written back to the store beside their blocks, so the next process
-    reads them instead of embedding again). It costs one count when nothing changed. `add` takes texts directly
-    (a benchmark's turns). Adding a block id twice keeps the first vector.
+    reads them instead of embedding again), and drops the vectors of sessions the store forgot. It costs one
+    count when nothing changed. `add` takes texts directly (a benchmark's turns). Adding a block id twice keeps the
+    first vector.
     """
 
     model: EmbeddingModel
@@ -65,6 +66,7 @@ class DenseIndex:
     _scopes: dict[tuple[str, str], int] = field(default_factory=dict[tuple[str, str], int])
     """(namespace, session) -> its code; each row carries its scope's code, so a scope is one vectorised mask."""
     _codes: list[int] = field(default_factory=list[int])
+    _next_code: int = 0
     _known: set[str] = field(default_factory=set[str])
     _chunks: list[npt.NDArray[np.float32]] = field(default_factory=list)
     _code_array: npt.NDArray[np.int32] | None = None
@@ -117,7 +119,10 @@ class DenseIndex:
             rows = [i for i, block_id in enumerate(ids) if block_id not in self._known]  # a concurrent sync's
             if not rows:
                 return
-            code = self._scopes.setdefault((namespace, session_id), len(self._scopes))
+            code = self._scopes.get((namespace, session_id))
+            if code is None:  # codes are never reused: a dropped scope's code could still be in a snapshot
+                code = self._scopes[(namespace, session_id)] = self._next_code
+                self._next_code += 1
             for i in rows:
                 self._ids.append(ids[i])
                 self._codes.append(code)
@@ -158,18 +163,22 @@ class DenseIndex:
         """
         if session_id is None:
             counts = store.block_counts(namespace=namespace)
+            # a session this index holds that the store no longer has was forgotten: its vectors go too
+            counts.update({sid: 0 for ns, sid in list(self._scopes) if ns == namespace and sid not in counts})
         else:
             counts = {session_id: store.count_blocks(namespace=namespace, session_id=session_id)}
-        changed = {sid: count for sid, count in counts.items() if self._synced.get((namespace, sid)) != count}
+        changed = {sid: count for sid, count in counts.items() if self._synced.get((namespace, sid), 0) != count}
         if not changed:
             return 0
         # the one changed session is listed alone; several, in one listing of the namespace
         listed = session_id if session_id is not None else next(iter(changed)) if len(changed) == 1 else None
-        missing = [
+        listing = [
             (block_id, sid)
             for block_id, sid in store.list_block_ids(namespace=namespace, session_id=listed)
-            if sid in changed and block_id not in self._known
+            if sid in changed
         ]
+        self._drop_stale(namespace, changed, {block_id for block_id, _ in listing})
+        missing = [(block_id, sid) for block_id, sid in listing if block_id not in self._known]
         if missing:
             many = len(missing) > _SCAN_PAGE
             wanted = None if many else [block_id for block_id, _ in missing]
@@ -189,6 +198,27 @@ class DenseIndex:
         for sid, count in changed.items():
             self._synced[(namespace, sid)] = count
         return fresh
+
+    def _drop_stale(self, namespace: str, sessions: Collection[str], present: Collection[str]) -> None:
+        """Forget the vectors of `sessions` whose blocks are no longer in the store (`forget` deleted the session):
+        a recall must not return a block that is gone."""
+        import numpy as np
+
+        with self._lock:
+            codes = [self._scopes[(namespace, sid)] for sid in sessions if (namespace, sid) in self._scopes]
+            if not codes or not self._ids:
+                return
+            in_scope = np.flatnonzero(np.isin(np.asarray(self._codes, dtype=np.int32), codes))
+            stale = {int(row) for row in in_scope if self._ids[row] not in present}
+            if not stale:
+                return
+            keep = [row for row in range(len(self._ids)) if row not in stale]
+            matrix = np.concatenate(self._chunks)[keep]
+            self._ids = [self._ids[row] for row in keep]
+            self._codes = [self._codes[row] for row in keep]
+            self._known = set(self._ids)
+            self._chunks = [matrix] if keep else []
+            self._code_array = None
 
     def _embed_scanned(self, store: GraphStore, *, namespace: str, session_id: str | None) -> int:
         """Embed the scope's blocks this index lacks, reading the scope a page at a time (bounded memory)."""
@@ -244,6 +274,8 @@ class DenseIndex:
         import numpy as np
 
         with self._lock:
+            if not self._chunks:  # emptied by a concurrent `_drop_stale`
+                return [], _empty(), np.zeros(0, dtype=np.int32)
             if len(self._chunks) > 1:
                 self._chunks = [np.concatenate(self._chunks)]
             if self._code_array is None:
