@@ -187,14 +187,7 @@ class DenseIndex:
         if len(missing) > _SCAN_PAGE:
             fresh = self._embed_scanned(store, namespace=namespace, session_id=listed)
         else:
-            by_session: dict[str, list[tuple[str, str]]] = {}
-            for block_id, sid in missing:
-                try:
-                    block = store.get_block(block_id, namespace=namespace, session_id=sid)
-                except BlockNotFoundError:  # forgotten since it was listed: nothing left to embed
-                    continue
-                by_session.setdefault(sid, []).append((block_id, _block_text(block)))
-            fresh = self._embed_sessions(store, by_session, namespace=namespace)
+            fresh = self._embed_sessions(store, _texts_of(store, missing, namespace=namespace), namespace=namespace)
         for sid, count in changed.items():
             self._synced[(namespace, sid)] = count
         return fresh
@@ -325,6 +318,20 @@ def _empty() -> npt.NDArray[np.float32]:
     import numpy as np
 
     return np.zeros((0, 0), dtype=np.float32)
+
+
+def _texts_of(
+    store: GraphStore, blocks: Sequence[tuple[str, str]], *, namespace: str
+) -> dict[str, list[tuple[str, str]]]:
+    """Session -> `(block_id, text)` of the given `(block_id, session_id)`s, read one by one (a few)."""
+    by_session: dict[str, list[tuple[str, str]]] = {}
+    for block_id, sid in blocks:
+        try:
+            block = store.get_block(block_id, namespace=namespace, session_id=sid)
+        except BlockNotFoundError:  # forgotten since it was listed: nothing left to embed
+            continue
+        by_session.setdefault(sid, []).append((block_id, _block_text(block)))
+    return by_session
 
 
 def _block_text(block: BlockRecord) -> str:
