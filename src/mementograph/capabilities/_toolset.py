@@ -10,10 +10,9 @@ from pydantic_ai import RunContext
 from pydantic_ai.tools import AgentDepsT
 from pydantic_ai.toolsets import FunctionToolset
 
-from ..knowledge_graph.dense import DenseIndex
 from ..knowledge_graph.memory import render_block
 from ..knowledge_graph.recall import recall, render_recall, retrieve_page
-from ..knowledge_graph.store import BlockIntegrityError, GraphStore, NotFoundError, recover_chain
+from ..knowledge_graph.store import BlockIntegrityError, NotFoundError, recover_chain
 from ._events import MementoRecoveredEvent
 from ._threads import in_thread
 
@@ -45,19 +44,6 @@ def paginate(text: str, page: int, *, what: str, more: str, chars: int = TOOL_OU
     footer = f'\n[{what}: page {page} of {pages}'
     footer += f'; next: {more.format(page=page + 1)}]' if page < pages else ']'
     return chunk + footer
-
-
-def _synced_dense(capability: MementoCompaction[Any], store: GraphStore, session_id: str) -> DenseIndex | None:
-    """The capability's dense index with the session's blocks embedded, or `None`: none configured, or the model
-    failing (recall then ranks by entities and words, and a warning says why)."""
-    try:
-        index = capability.dense_index()
-        if index is not None:
-            index.sync(store, namespace=capability.namespace, session_id=session_id)
-        return index
-    except Exception as exc:  # a model or network failure must not cost the agent its recall
-        logger.warning('mementograph: dense recall unavailable, ranking lexically: %s: %s', type(exc).__name__, exc)
-        return None
 
 
 class MementoToolset(FunctionToolset[AgentDepsT]):
@@ -140,7 +126,7 @@ class MementoToolset(FunctionToolset[AgentDepsT]):
         """
         capability = self._run_capability(ctx)
         store, session_id = capability.graph_store, capability.resolve_session_id(ctx)
-        dense = await in_thread(_synced_dense, capability, store, session_id)
+        dense = await in_thread(capability.synced_dense_index, store, session_id)
         hits = await in_thread(
             recall,
             store,

@@ -26,6 +26,7 @@ import logging
 import threading
 import warnings
 from collections.abc import Callable
+from concurrent.futures import ThreadPoolExecutor
 from dataclasses import KW_ONLY, dataclass, field, replace
 from functools import partial
 from typing import TYPE_CHECKING, Any, Generic, Literal, TypeVar, get_args
@@ -209,9 +210,15 @@ class MementoCompaction(AbstractCapability[AgentDepsT]):
     (`openai:text-embedding-3-small`), or `onnx:PATH` for a local one (the `dense` extra, see
     `scripts/fetch-embedding-model`). With one, `recall` ranks `hybrid` (entity graph + full text + vectors), which
     finds a block that says the same thing in other words; `None` (the default) ranks by entities and words only,
-    with no model. A session's blocks are embedded at its first recall and new ones at the next; the vectors are
-    stored beside their blocks (deleted with the session), so a later run, or the MCP server, reads them instead
-    of embedding again. A model that fails leaves that recall lexical, with a warning."""
+    with no model. Blocks are embedded as they are archived (see `embed_eagerly`); the vectors are stored beside
+    their blocks (deleted with the session), so a later run, or the MCP server, reads them instead of embedding
+    again. A model that fails leaves that recall lexical, with a warning."""
+
+    embed_eagerly: bool = True
+    """With `embedding`: embed each eviction's blocks in a background thread right after they are archived, so a
+    recall finds them ready (otherwise the first recall of a long session embeds every block at once, ~0.13 s a
+    block with a local model on 2 cores). `False` embeds at the next recall instead, and spends nothing (no CPU,
+    no API calls) on sessions that never recall."""
 
     page_index: bool = True
     """Show the model the session's paged index (each closed page's number, turns, summary and topics; groups of
@@ -226,6 +233,7 @@ class MementoCompaction(AbstractCapability[AgentDepsT]):
 
     _shared: _Shared[GraphStore] = field(init=False, repr=False, compare=False)
     _dense: _Shared[DenseIndex] | None = field(init=False, repr=False, compare=False)
+    _embedder: _Shared[ThreadPoolExecutor] | None = field(init=False, repr=False, compare=False)
     _toolset: MementoToolset[AgentDepsT] = field(init=False, repr=False, compare=False)
     _state: _RunState = field(init=False, repr=False, compare=False)
 
@@ -245,6 +253,9 @@ class MementoCompaction(AbstractCapability[AgentDepsT]):
         self._shared = _Shared(partial(_open, self.store))
         # the vectors stay valid for every run: one index, filled once per session
         self._dense = None if self.embedding is None else _Shared(partial(_recall_index, self.embedding))
+        self._embedder = None
+        if self.embedding is not None and self.embed_eagerly:  # one thread: evictions embed in order, one at a time
+            self._embedder = _Shared(partial(ThreadPoolExecutor, 1, thread_name_prefix='mementograph-embed'))
         self._toolset = MementoToolset(self)
         self._state = _RunState()
 
@@ -331,8 +342,25 @@ class MementoCompaction(AbstractCapability[AgentDepsT]):
         return self._shared.get()
 
     def dense_index(self) -> DenseIndex | None:
-        """The `recall` tool's vectors, with `embedding` set (the model loads at the first recall)."""
+        """The `recall` tool's vectors, with `embedding` set (the model loads at first use)."""
         return None if self._dense is None else self._dense.get()
+
+    def synced_dense_index(self, store: GraphStore, session_id: str) -> DenseIndex | None:
+        """The `recall` tool's vectors with the session's archived blocks embedded, or `None`: no `embedding`, or
+        the model failing (recall then ranks by entities and words, and a warning says why). Blocking."""
+        try:
+            index = self.dense_index()
+            if index is not None:
+                index.sync(store, namespace=self.namespace, session_id=session_id)
+            return index
+        except Exception as exc:  # a model or network failure must not cost the agent its recall, or its run
+            logger.warning('mementograph: dense recall unavailable, ranking lexically: %s: %s', type(exc).__name__, exc)
+            return None
+
+    def _embed_in_background(self, store: GraphStore, session_id: str) -> None:
+        """Start embedding what was just archived (`embed_eagerly`); the run does not wait for it."""
+        if self._embedder is not None:
+            self._embedder.get().submit(self.synced_dense_index, store, session_id)
 
     @property
     def reports(self) -> list[CompactionReport]:
@@ -416,6 +444,8 @@ class MementoCompaction(AbstractCapability[AgentDepsT]):
         if report.changed:
             ctx.messages[:] = new
             self._refresh_page_index(ctx)
+            if report.block_ids:
+                self._embed_in_background(compactor.store, compactor.session_id)
             await ctx.emit(
                 MementoEvictedEvent(
                     session_id=compactor.session_id,
