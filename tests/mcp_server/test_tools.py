@@ -5,6 +5,8 @@ from __future__ import annotations
 import json
 import logging
 import re
+import threading
+import time
 from collections.abc import Sequence
 from pathlib import Path
 from typing import Any
@@ -16,6 +18,7 @@ from pydantic_ai.embeddings.result import EmbedInputType
 from pydantic_ai.messages import ModelMessagesTypeAdapter
 
 from mementograph.eval import DialogueIngestor
+from mementograph.knowledge_graph.dense import DenseIndex
 from mementograph.knowledge_graph.store import GraphStore, open_store
 from mementograph.mcp import MemoryTools, _server, create_server
 from tests.builders import HashedWords
@@ -260,6 +263,41 @@ async def test_recall_stays_lexical_when_the_embedding_model_fails(
         store.close()
     assert text.startswith('1. recover_block("mem_') and 'adoption' in text and 'dense rank' not in text
     assert any('unreachable' in record.getMessage() for record in caplog.records)
+
+
+class _Held(HashedWords):
+    """An embedding model that embeds no block until released (as a large archive would take hours)."""
+
+    def __init__(self) -> None:
+        super().__init__()
+        self.release = threading.Event()
+
+    async def embed(
+        self, inputs: str | Sequence[str], *, input_type: EmbedInputType, settings: EmbeddingSettings | None = None
+    ) -> EmbeddingResult:
+        if input_type == 'document':
+            assert self.release.wait(60), 'never released'
+        return await super().embed(inputs, input_type=input_type, settings=settings)
+
+
+def test_a_recall_answers_while_the_archive_is_still_being_embedded(memory_file: MemoryFile) -> None:
+    store = open_store(memory_file.uri)
+    model = _Held()
+    try:
+        tools = MemoryTools(store, dense=DenseIndex(model), sync_wait=0.2)
+        started = time.perf_counter()
+        text = tools.recall('adoption agencies', k=3)
+        assert time.perf_counter() - started < 30  # not held until the embedding ends
+        count = store.count_blocks()
+        assert text.startswith(f'[meaning: still embedding the {count} archived blocks in scope')
+        assert '\n1. recover_block("mem_' in text and 'adoption' in text and 'dense rank' not in text
+        model.release.set()
+        assert tools._syncs[None].result(timeout=60) == count
+        text = tools.recall('adoption agencies', k=3)
+        assert text.startswith('1. recover_block("mem_') and 'dense rank' in text
+    finally:
+        model.release.set()
+        store.close()
 
 
 class _CountingReads:

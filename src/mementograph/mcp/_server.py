@@ -11,7 +11,9 @@ from __future__ import annotations
 
 import json
 import logging
+import threading
 from collections.abc import Iterator, Sequence
+from concurrent.futures import Future
 from contextlib import contextmanager
 from dataclasses import asdict, dataclass
 from datetime import UTC, datetime
@@ -46,6 +48,8 @@ OUTPUT_CHARS: Final = 12_000
 """Characters one tool answer carries (~3k tokens, the agent tools' budget); longer answers come in parts."""
 
 MAX_RECALL_K: Final = 20
+SYNC_WAIT_SECONDS: Final = 5.0
+"""How long a recall waits for new blocks to be embedded before answering with the vectors it has."""
 DEFAULT_QUERY_ROWS: Final = 100
 MAX_QUERY_ROWS: Final = 1_000
 MAX_CELL_CHARS: Final = 2_000
@@ -108,11 +112,22 @@ class MemoryTools:
     Library code can call the methods directly; `create_server` registers them on an `MCPServer`.
     """
 
-    def __init__(self, store: GraphStore, scope: MemoryScope | None = None, dense: DenseIndex | None = None) -> None:
+    def __init__(
+        self,
+        store: GraphStore,
+        scope: MemoryScope | None = None,
+        dense: DenseIndex | None = None,
+        *,
+        sync_wait: float = SYNC_WAIT_SECONDS,
+    ) -> None:
         self.store = store
         self.scope = scope or MemoryScope()
         self.dense = dense
         """Vectors for `hybrid` recall (entity graph + full text + meaning), kept up to date at each call."""
+        self.sync_wait = sync_wait
+        """Seconds a recall waits for the vectors to catch up before it answers with those embedded so far."""
+        self._syncs: dict[str | None, Future[int]] = {}
+        self._sync_lock = threading.Lock()
 
     # -- scope ------------------------------------------------------------------------------------------------
 
@@ -155,7 +170,7 @@ class MemoryTools:
             raise ToolError('Give a query: the names, files, errors or values you are looking for.')
         session = self._session(session_id)
         with self._store_errors():
-            dense = self._synced_dense(session)
+            dense, note = self._synced_dense(session)
             hits = recall(
                 self.store,
                 query,
@@ -168,22 +183,51 @@ class MemoryTools:
                 now=datetime.now(UTC),
                 dense=dense,
             )
-        return render_recall(hits, query, max_chars=OUTPUT_CHARS)
+        text = render_recall(hits, query, max_chars=OUTPUT_CHARS - len(note))
+        return f'{note}\n{text}' if note else text
 
-    def _synced_dense(self, session_id: str | None) -> DenseIndex | None:
-        """The dense index with the scope's new blocks embedded, or `None` (lexical recall) when the model fails."""
+    def _synced_dense(self, session_id: str | None) -> tuple[DenseIndex | None, str]:
+        """The dense index with the scope's archived blocks embedded, and a note for the answer; `(None, '')`
+        (lexical recall) when the model fails.
+
+        The sync runs in a thread of its own, and the recall waits for it at most `sync_wait` seconds: a scope
+        that no capability embedded (hours for 100,000 blocks) is answered at once from what is embedded so far,
+        while the rest is embedded in the background; the note says so. The thread is a daemon (the server never
+        writes vectors, so stopping it loses nothing)."""
         if self.dense is None:
-            return None
+            return None, ''
+        with self._sync_lock:
+            running = self._syncs.get(session_id)
+            if running is None or running.done():
+                running = self._syncs[session_id] = self._start_sync(self.dense, session_id)
         try:
-            self.dense.sync(self.store, namespace=self.scope.namespace, session_id=session_id)
+            running.result(timeout=self.sync_wait)
+        except TimeoutError:
+            count = self.store.count_blocks(namespace=self.scope.namespace, session_id=session_id)
+            return self.dense, (
+                f'[meaning: still embedding the {count} archived blocks in scope (once per server); until then, '
+                'blocks not embedded yet are found by their entities and words only]'
+            )
         except StoreError:
             raise
         except Exception as exc:  # a model failing costs the meaning, not the recall
             logger.warning(
                 'mementograph mcp: dense recall unavailable, ranking lexically: %s: %s', type(exc).__name__, exc
             )
-            return None
-        return self.dense
+            return None, ''
+        return self.dense, ''
+
+    def _start_sync(self, dense: DenseIndex, session_id: str | None) -> Future[int]:
+        future: Future[int] = Future()
+
+        def run() -> None:
+            try:
+                future.set_result(dense.sync(self.store, namespace=self.scope.namespace, session_id=session_id))
+            except BaseException as exc:  # handed to whichever recall waits for it
+                future.set_exception(exc)
+
+        threading.Thread(target=run, name='mementograph-mcp-embed', daemon=True).start()
+        return future
 
     def recover_block(
         self,
@@ -415,7 +459,8 @@ def create_server(
         session_id: when given, the only session the tools read; `None` lets them read every session of the
             namespace (and narrow to one with their `session_id` argument).
         embedding: an embedding model (or its name; `onnx:PATH` for a local one) to make `recall` rank `hybrid`:
-            blocks are embedded in this process at the first recall of a scope, and new ones at the next.
+            blocks are embedded in this process (in a background thread, a recall waiting at most
+            `SYNC_WAIT_SECONDS` for them) at the first recall of a scope, and new ones at the next.
     """
     from .. import __version__
 
