@@ -117,6 +117,28 @@ def test_dense_index_scopes_ranks_and_adds_once() -> None:
     assert index.rank_dense('x', namespace='nowhere', session_id=None, limit=5) == []
 
 
+class _StopsAfterOneCall(HashedWords):
+    """Stops its index while embedding the first chunk (as a process shutting down would)."""
+
+    index: DenseIndex | None = None
+
+    async def embed(
+        self, inputs: str | Sequence[str], *, input_type: EmbedInputType, settings: EmbeddingSettings | None = None
+    ) -> EmbeddingResult:
+        assert self.index is not None
+        self.index.stop()
+        return await super().embed(inputs, input_type=input_type, settings=settings)
+
+
+def test_stop_ends_embedding_at_the_next_chunk_and_keeps_what_was_made() -> None:
+    model = _StopsAfterOneCall()
+    index = model.index = DenseIndex(model)
+    blocks = [(f'b{i}', f'block number {i}') for i in range(200)]
+    added = index.add(blocks, session_id='s')
+    assert 0 < added == len(index) < len(blocks)  # one chunk made and kept, the rest never asked for
+    assert index.add(blocks, session_id='s') == 0  # stopped for good: the process is ending
+
+
 @pytest.fixture(params=['memory', 'sqlite', 'neo4j'])
 def archived(
     request: pytest.FixtureRequest, tmp_path: Path, unique_namespace: str

@@ -9,6 +9,7 @@ message saying what to do; the SDK turns anything else into a generic tool error
 
 from __future__ import annotations
 
+import atexit
 import json
 import logging
 import threading
@@ -127,6 +128,7 @@ class MemoryTools:
         self.sync_wait = sync_wait
         """Seconds a recall waits for the vectors to catch up before it answers with those embedded so far."""
         self._syncs: dict[str | None, Future[int]] = {}
+        self._sync_threads: list[threading.Thread] = []
         self._sync_lock = threading.Lock()
 
     # -- scope ------------------------------------------------------------------------------------------------
@@ -192,8 +194,8 @@ class MemoryTools:
 
         The sync runs in a thread of its own, and the recall waits for it at most `sync_wait` seconds: a scope
         that no capability embedded (hours for 100,000 blocks) is answered at once from what is embedded so far,
-        while the rest is embedded in the background; the note says so. The thread is a daemon (the server never
-        writes vectors, so stopping it loses nothing)."""
+        while the rest is embedded in the background; the note says so. The thread is stopped at exit
+        (`stop_syncs`); the server never writes vectors, so stopping it loses nothing."""
         if self.dense is None:
             return None, ''
         with self._sync_lock:
@@ -226,8 +228,19 @@ class MemoryTools:
             except BaseException as exc:  # handed to whichever recall waits for it
                 future.set_exception(exc)
 
-        threading.Thread(target=run, name='mementograph-mcp-embed', daemon=True).start()
+        thread = threading.Thread(target=run, name='mementograph-mcp-embed', daemon=True)
+        if not self._sync_threads:
+            atexit.register(self.stop_syncs)  # an embedding still running when the process ends would abort it
+        self._sync_threads.append(thread)
+        thread.start()
         return future
+
+    def stop_syncs(self, timeout: float = 30.0) -> None:
+        """Stop the background embedding (at its next chunk) and wait for it; called at exit."""
+        if self.dense is not None:
+            self.dense.stop()
+        for thread in self._sync_threads:
+            thread.join(timeout)
 
     def recover_block(
         self,

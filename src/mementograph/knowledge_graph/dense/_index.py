@@ -27,6 +27,8 @@ logger = logging.getLogger('mementograph')
 
 _QUERY_CACHE: Final = 64
 _SCAN_PAGE: Final = 256
+_EMBED_CHUNK: Final = 64
+"""Texts per embedding call: batches a model well, and bounds how long `stop` waits."""
 
 
 class DenseRanker(Protocol):
@@ -74,6 +76,7 @@ class DenseIndex:
     _synced: dict[tuple[str, str], int] = field(default_factory=dict[tuple[str, str], int])
     """(namespace, session) -> its block count when this index last synced it."""
     _lock: threading.Lock = field(default_factory=threading.Lock)
+    _stopping: threading.Event = field(default_factory=threading.Event)
 
     def __len__(self) -> int:
         return len(self._ids)
@@ -101,13 +104,25 @@ class DenseIndex:
     def _embed_new(
         self, blocks: Sequence[tuple[str, str]], *, namespace: str, session_id: str
     ) -> tuple[list[str], npt.NDArray[np.float32]]:
+        import numpy as np
+
         fresh = [(block_id, text) for block_id, text in dict(blocks).items() if block_id not in self._known]
-        if not fresh:
-            return [], _empty()
-        matrix = self._embed([text[: self.max_chars] for _, text in fresh], query=False)
-        ids = [block_id for block_id, _ in fresh]
-        self._keep(ids, matrix, namespace=namespace, session_id=session_id)
-        return ids, matrix
+        ids: list[str] = []
+        matrices: list[npt.NDArray[np.float32]] = []
+        for start in range(0, len(fresh), _EMBED_CHUNK):  # a stop waits for one chunk at most
+            if self._stopping.is_set():
+                break
+            chunk = fresh[start : start + _EMBED_CHUNK]
+            matrix = self._embed([text[: self.max_chars] for _, text in chunk], query=False)
+            self._keep([block_id for block_id, _ in chunk], matrix, namespace=namespace, session_id=session_id)
+            ids += [block_id for block_id, _ in chunk]
+            matrices.append(matrix)
+        return ids, np.concatenate(matrices) if matrices else _empty()
+
+    def stop(self) -> None:
+        """End a running `sync` at its next chunk of embeddings (what it made is kept; the scope is synced again
+        in full next time), and every later one: for a process shutting down."""
+        self._stopping.set()
 
     def _keep(self, ids: Sequence[str], matrix: npt.NDArray[np.float32], *, namespace: str, session_id: str) -> None:
         with self._lock:
@@ -188,8 +203,9 @@ class DenseIndex:
             fresh = self._embed_scanned(store, namespace=namespace, session_id=listed)
         else:
             fresh = self._embed_sessions(store, _texts_of(store, missing, namespace=namespace), namespace=namespace)
-        for sid, count in changed.items():
-            self._synced[(namespace, sid)] = count
+        if not self._stopping.is_set():  # a stopped sync did not see everything
+            for sid, count in changed.items():
+                self._synced[(namespace, sid)] = count
         return fresh
 
     def _drop_stale(self, namespace: str, sessions: Collection[str], present: Collection[str]) -> None:
@@ -224,7 +240,7 @@ class DenseIndex:
                 if block.kind == 'block' and block.id not in self._known:
                     by_session.setdefault(block.session_id, []).append((block.id, _block_text(block)))
             fresh += self._embed_sessions(store, by_session, namespace=namespace)
-            if len(page) < _SCAN_PAGE:
+            if len(page) < _SCAN_PAGE or self._stopping.is_set():
                 return fresh
             after = page[-1].id
 
