@@ -47,7 +47,7 @@ async def test_recall_tool_ranks_hybrid_within_the_session(tmp_path: Path, onnx_
 def _embedded(capability: MementoCompaction[None]) -> None:
     """Wait until the background embedding of every eviction so far is done."""
     assert capability._embedder is not None
-    capability._embedder.get().submit(lambda: None).result(timeout=60)
+    capability._embedder.get().wait(timeout=60)
 
 
 @pytest.mark.parametrize('eagerly', [True, False])

@@ -292,7 +292,9 @@ def test_a_recall_answers_while_the_archive_is_still_being_embedded(memory_file:
         assert text.startswith(f'[meaning: still embedding the {count} archived blocks in scope')
         assert '\n1. recover_block("mem_' in text and 'adoption' in text and 'dense rank' not in text
         model.release.set()
-        assert tools._syncs[None].result(timeout=60) == count
+        assert tools._background is not None
+        tools._background.wait(timeout=60)
+        assert tools.dense is not None and len(tools.dense) == count
         text = tools.recall('adoption agencies', k=3)
         assert text.startswith('1. recover_block("mem_') and 'dense rank' in text
     finally:

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import asyncio
 import shutil
+import threading
 import zipfile
 from collections.abc import Iterator, Sequence
 from pathlib import Path
@@ -17,6 +18,7 @@ from pydantic_ai.embeddings.result import EmbedInputType
 from mementograph.eval import DialogueIngestor, IngestedDialogue, dense_index
 from mementograph.knowledge_graph import BlockRecord, Eviction
 from mementograph.knowledge_graph.dense import (
+    BackgroundSync,
     DenseIndex,
     EmbeddingModelError,
     OnnxEmbeddingModel,
@@ -288,6 +290,46 @@ def test_a_sync_after_an_eviction_reads_only_what_is_new(archived: tuple[GraphSt
     assert reader.sync(store, namespace=namespace, session_id=None) == 0 and len(reader) == 0
     assert recall(store, query, 5, method='hybrid', namespace=namespace, dense=reader) == []
     assert live.sync(store, namespace=namespace, session_id='conv-1') == 0 and len(live) == 0
+
+
+class _Gated(HashedWords):
+    """Holds every block embedding until `gate` opens, saying when the first one started."""
+
+    def __init__(self) -> None:
+        super().__init__()
+        self.started = threading.Event()
+        self.gate = threading.Event()
+
+    async def embed(
+        self, inputs: str | Sequence[str], *, input_type: EmbedInputType, settings: EmbeddingSettings | None = None
+    ) -> EmbeddingResult:
+        if input_type == 'document':
+            self.started.set()
+            assert self.gate.wait(60)
+        return await super().embed(inputs, input_type=input_type, settings=settings)
+
+
+def test_a_background_request_while_its_sync_runs_runs_it_once_more(
+    archived: tuple[GraphStore, str, IngestedDialogue],
+) -> None:
+    store, namespace, ingested = archived
+    model = _Gated()
+    background = BackgroundSync(DenseIndex(model))
+    try:
+        first = background.request(store, namespace=namespace, session_id='conv-1')
+        assert model.started.wait(30)  # the sync listed the session's blocks and is embedding them
+        late = BlockRecord.from_messages(
+            session_history(1, prefix='late'), session_id='conv-1', namespace=namespace, seq=10_000, tokens=80,
+            text='late: value_0 = 0 # ok',
+        )  # fmt: skip
+        store.write_eviction(Eviction(session_id='conv-1', namespace=namespace, blocks=(late,)))
+        assert background.request(store, namespace=namespace, session_id='conv-1') is first  # one sync per scope
+        model.gate.set()
+        assert first.result(timeout=60) == len(ingested.blocks) + 1  # the rerun embedded the late block
+        assert len(background.index) == len(ingested.blocks) + 1
+    finally:
+        model.gate.set()
+        background.stop()
 
 
 class _Slow(HashedWords):

@@ -26,7 +26,6 @@ import logging
 import threading
 import warnings
 from collections.abc import Callable
-from concurrent.futures import ThreadPoolExecutor
 from dataclasses import KW_ONLY, dataclass, field, replace
 from functools import partial
 from typing import TYPE_CHECKING, Any, Generic, Literal, TypeVar, get_args
@@ -41,7 +40,7 @@ from pydantic_ai.toolsets import AbstractToolset
 from .._redact import Redactor, redact_secrets
 from .._tokens import TokenCounter, encoding_for_model
 from ..knowledge_graph import DEFAULT_NAMESPACE
-from ..knowledge_graph.dense import DenseIndex, embedding_model
+from ..knowledge_graph.dense import BackgroundSync, DenseIndex, embedding_model
 from ..knowledge_graph.entities import mentions_for
 from ..knowledge_graph.memory import Compressor, ExtractiveCompressor, Judge, MementoEngine, RubricJudge
 from ..knowledge_graph.recall import page_index_text
@@ -82,6 +81,14 @@ def _open(store: GraphStore | str | None) -> GraphStore:
 
 def _recall_index(embedding: EmbeddingModel | str) -> DenseIndex:
     return DenseIndex(embedding_model(embedding), persist=True)
+
+
+def _embedding_failed(exc: BaseException) -> None:
+    logger.warning('mementograph: embedding archived blocks failed: %s: %s', type(exc).__name__, exc)
+
+
+def _background_sync(dense: _Shared[DenseIndex]) -> BackgroundSync:
+    return BackgroundSync(dense.get(), on_error=_embedding_failed)
 
 
 @dataclass
@@ -233,7 +240,7 @@ class MementoCompaction(AbstractCapability[AgentDepsT]):
 
     _shared: _Shared[GraphStore] = field(init=False, repr=False, compare=False)
     _dense: _Shared[DenseIndex] | None = field(init=False, repr=False, compare=False)
-    _embedder: _Shared[ThreadPoolExecutor] | None = field(init=False, repr=False, compare=False)
+    _embedder: _Shared[BackgroundSync] | None = field(init=False, repr=False, compare=False)
     _toolset: MementoToolset[AgentDepsT] = field(init=False, repr=False, compare=False)
     _state: _RunState = field(init=False, repr=False, compare=False)
 
@@ -254,8 +261,8 @@ class MementoCompaction(AbstractCapability[AgentDepsT]):
         # the vectors stay valid for every run: one index, filled once per session
         self._dense = None if self.embedding is None else _Shared(partial(_recall_index, self.embedding))
         self._embedder = None
-        if self.embedding is not None and self.embed_eagerly:  # one thread: evictions embed in order, one at a time
-            self._embedder = _Shared(partial(ThreadPoolExecutor, 1, thread_name_prefix='mementograph-embed'))
+        if self._dense is not None and self.embed_eagerly:
+            self._embedder = _Shared(partial(_background_sync, self._dense))
         self._toolset = MementoToolset(self)
         self._state = _RunState()
 
@@ -359,8 +366,12 @@ class MementoCompaction(AbstractCapability[AgentDepsT]):
 
     def _embed_in_background(self, store: GraphStore, session_id: str) -> None:
         """Start embedding what was just archived (`embed_eagerly`); the run does not wait for it."""
-        if self._embedder is not None:
-            self._embedder.get().submit(self.synced_dense_index, store, session_id)
+        if self._embedder is None:
+            return
+        try:
+            self._embedder.get().request(store, namespace=self.namespace, session_id=session_id)
+        except Exception as exc:  # a model that cannot even be made (a bad name): recall says it again, lexically
+            _embedding_failed(exc)
 
     @property
     def reports(self) -> list[CompactionReport]:

@@ -9,12 +9,9 @@ message saying what to do; the SDK turns anything else into a generic tool error
 
 from __future__ import annotations
 
-import atexit
 import json
 import logging
-import threading
 from collections.abc import Iterator, Sequence
-from concurrent.futures import Future
 from contextlib import contextmanager
 from dataclasses import asdict, dataclass
 from datetime import UTC, datetime
@@ -27,7 +24,7 @@ from pydantic import Field
 from pydantic_ai.embeddings import EmbeddingModel
 
 from ..knowledge_graph import DEFAULT_NAMESPACE, PageRecord
-from ..knowledge_graph.dense import DenseIndex, embedding_model
+from ..knowledge_graph.dense import BackgroundSync, DenseIndex, embedding_model
 from ..knowledge_graph.recall import AmbiguousPageError, find_page, recall, render_recall, retrieve_page
 from ..knowledge_graph.store import (
     NEO4J_SCHEMES,
@@ -127,9 +124,7 @@ class MemoryTools:
         """Vectors for `hybrid` recall (entity graph + full text + meaning), kept up to date at each call."""
         self.sync_wait = sync_wait
         """Seconds a recall waits for the vectors to catch up before it answers with those embedded so far."""
-        self._syncs: dict[str | None, Future[int]] = {}
-        self._sync_threads: list[threading.Thread] = []
-        self._sync_lock = threading.Lock()
+        self._background: BackgroundSync | None = None
 
     # -- scope ------------------------------------------------------------------------------------------------
 
@@ -195,13 +190,12 @@ class MemoryTools:
         The sync runs in a thread of its own, and the recall waits for it at most `sync_wait` seconds: a scope
         that no capability embedded (hours for 100,000 blocks) is answered at once from what is embedded so far,
         while the rest is embedded in the background; the note says so. The thread is stopped at exit
-        (`stop_syncs`); the server never writes vectors, so stopping it loses nothing."""
+        (`BackgroundSync`); the server never writes vectors, so stopping it loses nothing."""
         if self.dense is None:
             return None, ''
-        with self._sync_lock:
-            running = self._syncs.get(session_id)
-            if running is None or running.done():
-                running = self._syncs[session_id] = self._start_sync(self.dense, session_id)
+        if self._background is None or self._background.index is not self.dense:
+            self._background = BackgroundSync(self.dense)
+        running = self._background.request(self.store, namespace=self.scope.namespace, session_id=session_id)
         try:
             running.result(timeout=self.sync_wait)
         except TimeoutError:
@@ -219,28 +213,10 @@ class MemoryTools:
             return None, ''
         return self.dense, ''
 
-    def _start_sync(self, dense: DenseIndex, session_id: str | None) -> Future[int]:
-        future: Future[int] = Future()
-
-        def run() -> None:
-            try:
-                future.set_result(dense.sync(self.store, namespace=self.scope.namespace, session_id=session_id))
-            except BaseException as exc:  # handed to whichever recall waits for it
-                future.set_exception(exc)
-
-        thread = threading.Thread(target=run, name='mementograph-mcp-embed', daemon=True)
-        if not self._sync_threads:
-            atexit.register(self.stop_syncs)  # an embedding still running when the process ends would abort it
-        self._sync_threads.append(thread)
-        thread.start()
-        return future
-
-    def stop_syncs(self, timeout: float = 30.0) -> None:
-        """Stop the background embedding (at its next chunk) and wait for it; called at exit."""
-        if self.dense is not None:
-            self.dense.stop()
-        for thread in self._sync_threads:
-            thread.join(timeout)
+    def stop_syncs(self) -> None:
+        """Stop the background embedding (at its next chunk) and wait for it; also done at exit."""
+        if self._background is not None:
+            self._background.stop()
 
     def recover_block(
         self,

@@ -6,11 +6,13 @@ Optional: the lexical methods (`graph`, `bm25`, `fused`) need no model. A local 
 
 from __future__ import annotations
 
+from ._background import BackgroundSync
 from ._index import DenseIndex, DenseRanker, ScopedDenseIndex
 from ._onnx import ONNX_SCHEME, EmbeddingModelError, OnnxEmbeddingModel, OnnxModelFiles, embedding_model
 
 __all__ = (
     'ONNX_SCHEME',
+    'BackgroundSync',
     'DenseIndex',
     'DenseRanker',
     'EmbeddingModelError',

@@ -119,6 +119,11 @@ class DenseIndex:
             matrices.append(matrix)
         return ids, np.concatenate(matrices) if matrices else _empty()
 
+    @property
+    def stopped(self) -> bool:
+        """`stop` was called: syncs embed nothing more."""
+        return self._stopping.is_set()
+
     def stop(self) -> None:
         """End a running `sync` at its next chunk of embeddings (what it made is kept; the scope is synced again
         in full next time), and every later one: for a process shutting down."""
