@@ -5,9 +5,11 @@ from __future__ import annotations
 
 import atexit
 import threading
+import weakref
 from collections.abc import Callable
 from concurrent.futures import Future
 from dataclasses import dataclass, field
+from typing import Final
 
 from ..store import GraphStore
 from ._index import DenseIndex
@@ -17,7 +19,18 @@ __all__ = ('BackgroundSync',)
 _Scope = tuple[str, str | None]
 
 
-@dataclass
+def _stop_all() -> None:
+    for background in list(_LIVE):
+        background.stop()
+
+
+_LIVE: Final[weakref.WeakSet[BackgroundSync]] = weakref.WeakSet()
+"""Every instance that started a sync and is still referenced (a running thread references its own): stopped at
+exit by one hook, so a process making many of them (an agent per request) does not keep them all alive."""
+atexit.register(_stop_all)
+
+
+@dataclass(eq=False)
 class BackgroundSync:
     """Syncs of one index in daemon threads, one at a time per scope: a request while that scope's sync runs makes
     it run once more when done (it may have listed the blocks before the newest arrived). At exit the index is
@@ -48,8 +61,7 @@ class BackgroundSync:
             thread = threading.Thread(
                 target=self._run, args=(store, scope, future), name='mementograph-embed', daemon=True
             )
-            if not self._threads:
-                atexit.register(self.stop)
+            _LIVE.add(self)
             self._threads = [*(t for t in self._threads if t.is_alive()), thread]
         thread.start()
         return future
