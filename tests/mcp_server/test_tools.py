@@ -297,6 +297,8 @@ def test_a_recall_answers_while_the_archive_is_still_being_embedded(memory_file:
         assert tools.dense is not None and len(tools.dense) == count
         text = tools.recall('adoption agencies', k=3)
         assert text.startswith('1. recover_block("mem_') and 'dense rank' in text
+        tools.stop_syncs()  # what exit does: later syncs embed nothing
+        assert tools.dense.stopped
     finally:
         model.release.set()
         store.close()
