@@ -4,12 +4,15 @@ fails, and never another session's blocks (the vectors are shared by every run o
 from __future__ import annotations
 
 import logging
+import threading
 from collections.abc import Sequence
 from pathlib import Path
 
 import numpy as np
 import numpy.typing as npt
 import pytest
+from pydantic_ai.embeddings import EmbeddingResult, EmbeddingSettings
+from pydantic_ai.embeddings.result import EmbedInputType
 
 from mementograph import MementoCompaction, open_store
 from mementograph.knowledge_graph.dense import DenseIndex, OnnxEmbeddingModel
@@ -66,6 +69,41 @@ async def test_evicted_blocks_are_embedded_in_the_background_unless_asked_not_to
         else:
             assert capability._embedder is None and store.read_vectors(index.model_key, session_id='alpha') == []
     finally:
+        store.close()
+
+
+class _Gated(HashedWords):
+    """Holds every block embedding until `gate` opens, counting the block texts it embeds."""
+
+    def __init__(self) -> None:
+        super().__init__()
+        self.gate = threading.Event()
+        self.embedded = 0
+
+    async def embed(
+        self, inputs: str | Sequence[str], *, input_type: EmbedInputType, settings: EmbeddingSettings | None = None
+    ) -> EmbeddingResult:
+        if input_type == 'document':
+            assert self.gate.wait(60)
+            self.embedded += 1 if isinstance(inputs, str) else len(inputs)
+        return await super().embed(inputs, input_type=input_type, settings=settings)
+
+
+async def test_a_recall_shares_the_background_embedding_and_does_not_wait_long_for_it(tmp_path: Path) -> None:
+    store = open_store(f'sqlite://{tmp_path / "memory.db"}')
+    model = _Gated()
+    try:
+        capability = MementoCompaction(store, max_tokens=2_500, embedding=model)
+        await probe_agent(ProbeModel('ZEBRAALPHA'), [capability]).run('Read every module.', conversation_id='alpha')
+        index, complete = capability.synced_dense_index(store, 'alpha', wait=0.1)  # the embedding is held
+        assert index is not None and not complete and model.embedded == 0
+        model.gate.set()
+        index, complete = capability.synced_dense_index(store, 'alpha', wait=60)
+        archived = store.count_blocks(session_id='alpha')
+        assert complete and index is not None and len(index) == archived > 0
+        assert model.embedded == archived  # each block once: the recall waited on the background sync
+    finally:
+        model.gate.set()
         store.close()
 
 

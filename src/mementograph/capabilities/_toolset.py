@@ -126,7 +126,7 @@ class MementoToolset(FunctionToolset[AgentDepsT]):
         """
         capability = self._run_capability(ctx)
         store, session_id = capability.graph_store, capability.resolve_session_id(ctx)
-        dense = await in_thread(capability.synced_dense_index, store, session_id)
+        dense, complete = await in_thread(capability.synced_dense_index, store, session_id)
         hits = await in_thread(
             recall,
             store,
@@ -138,7 +138,10 @@ class MementoToolset(FunctionToolset[AgentDepsT]):
             now=datetime.now(UTC),  # "yesterday", "two hours ago" in a query mean from now
             dense=dense,
         )
-        return render_recall(hits, query, max_chars=output_chars(capability.high_water(ctx)))
+        if dense is None or complete:
+            return render_recall(hits, query, max_chars=output_chars(capability.high_water(ctx)))
+        note = '[meaning: the newest archived blocks are still being embedded; they are found by entities and words]'
+        return f'{note}\n' + render_recall(hits, query, max_chars=output_chars(capability.high_water(ctx)) - len(note))
 
     async def retrieve_page(self, ctx: RunContext[AgentDepsT], page_id: str, page: int = 1) -> str:
         """Return the archived blocks of one page of the memory index, within a token cap.

@@ -28,7 +28,7 @@ import warnings
 from collections.abc import Callable
 from dataclasses import KW_ONLY, dataclass, field, replace
 from functools import partial
-from typing import TYPE_CHECKING, Any, Generic, Literal, TypeVar, get_args
+from typing import TYPE_CHECKING, Any, Final, Generic, Literal, TypeVar, get_args
 
 from pydantic_ai import RunContext
 from pydantic_ai.capabilities import AbstractCapability
@@ -77,6 +77,10 @@ class MementoWarning(UserWarning):
 
 def _open(store: GraphStore | str | None) -> GraphStore:
     return store if store is not None and not isinstance(store, str) else open_store(store)
+
+
+RECALL_SYNC_WAIT_SECONDS: Final = 5.0
+"""How long the `recall` tool waits for archived blocks still being embedded before it answers without them."""
 
 
 def _recall_index(embedding: EmbeddingModel | str) -> DenseIndex:
@@ -352,17 +356,28 @@ class MementoCompaction(AbstractCapability[AgentDepsT]):
         """The `recall` tool's vectors, with `embedding` set (the model loads at first use)."""
         return None if self._dense is None else self._dense.get()
 
-    def synced_dense_index(self, store: GraphStore, session_id: str) -> DenseIndex | None:
-        """The `recall` tool's vectors with the session's archived blocks embedded, or `None`: no `embedding`, or
-        the model failing (recall then ranks by entities and words, and a warning says why). Blocking."""
+    def synced_dense_index(
+        self, store: GraphStore, session_id: str, *, wait: float | None = RECALL_SYNC_WAIT_SECONDS
+    ) -> tuple[DenseIndex | None, bool]:
+        """`(the recall tool's vectors, whether they cover every archived block of the session)`; `(None, False)`
+        without `embedding`, or with the model failing (recall then ranks by entities and words, and a warning
+        says why). Blocking, for at most `wait` seconds while the eager embedding runs: the recall shares that
+        sync rather than embedding the same blocks beside it, and answers from what is embedded when it is slow."""
+        index: DenseIndex | None = None
         try:
             index = self.dense_index()
-            if index is not None:
+            if index is None:
+                return None, False
+            if self._embedder is None:
                 index.sync(store, namespace=self.namespace, session_id=session_id)
-            return index
+            else:
+                self._embedder.get().request(store, namespace=self.namespace, session_id=session_id).result(wait)
+            return index, True
+        except TimeoutError:
+            return index, False
         except Exception as exc:  # a model or network failure must not cost the agent its recall, or its run
             logger.warning('mementograph: dense recall unavailable, ranking lexically: %s: %s', type(exc).__name__, exc)
-            return None
+            return None, False
 
     def _embed_in_background(self, store: GraphStore, session_id: str) -> None:
         """Start embedding what was just archived (`embed_eagerly`); the run does not wait for it."""
