@@ -138,10 +138,12 @@ class MementoToolset(FunctionToolset[AgentDepsT]):
             now=datetime.now(UTC),  # "yesterday", "two hours ago" in a query mean from now
             dense=dense,
         )
-        if dense is None or complete:
-            return render_recall(hits, query, max_chars=output_chars(capability.high_water(ctx)))
-        note = '[meaning: the newest archived blocks are still being embedded; they are found by entities and words]'
-        return f'{note}\n' + render_recall(hits, query, max_chars=output_chars(capability.high_water(ctx)) - len(note))
+        note = ''
+        if dense is not None and not complete:
+            note = (
+                '[meaning: the newest archived blocks are still being embedded; they are found by entities and words]\n'
+            )
+        return note + render_recall(hits, query, max_chars=output_chars(capability.high_water(ctx)) - len(note))
 
     async def retrieve_page(self, ctx: RunContext[AgentDepsT], page_id: str, page: int = 1) -> str:
         """Return the archived blocks of one page of the memory index, within a token cap.
