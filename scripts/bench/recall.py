@@ -32,7 +32,7 @@ random unit vector seeded by its id (embedding 100k real blocks takes hours on 2
 same whatever the values), while each query is embedded by the real model, its cache dropped so every query pays
 its embedding. Measured: `sync_first_s` (a new process's first sync over the namespace: the stored vectors read),
 `sync_new_ms` (the sync after one more block is archived with its vector: what the MCP server's next recall pays
-for reading it; the capability embeds a new block once, at its next recall, which costs one embedding more), and
+for reading it; the capability embeds a new block once, in the background as it archives it), and
 `hybrid` over the namespace and in a session.
 """
 
