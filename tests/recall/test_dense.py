@@ -103,8 +103,10 @@ def test_a_local_model_keys_its_vectors_by_its_content_and_settings(onnx_model_p
 
 
 def test_dense_index_scopes_ranks_and_adds_once() -> None:
-    index = DenseIndex(HashedWords())
+    made: list[int] = []
+    index = DenseIndex(HashedWords(), progress=made.append)
     assert index.add([('b1', 'red apples and pears'), ('b2', 'blue sky over the sea')], session_id='s1') == 2
+    assert made == [2]  # what a progress bar counts
     assert index.add([('b1', 'something else entirely')], session_id='s1') == 0  # first vector kept
     index.add([('b3', 'red apples in a basket')], session_id='s2')
     index.add([('b4', 'red apples elsewhere')], namespace='other', session_id='s1')

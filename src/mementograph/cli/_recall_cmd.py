@@ -19,6 +19,7 @@ from ..knowledge_graph.recall import (
 )
 from ..knowledge_graph.store import GraphStore
 from ._common import CliError, add_embedding_option, add_store_options, emit, load_embedding, store_from
+from ._progress import progress_bar, wants_progress
 
 __all__ = ('register',)
 
@@ -31,8 +32,16 @@ def _recall(args: argparse.Namespace) -> int:
     with store_from(args) as store:
         dense = None
         if model is not None:  # vectors the capability stored are read, the rest embedded here (never written)
-            dense = DenseIndex(model)
-            dense.sync(store, namespace=args.namespace, session_id=args.session)
+            with progress_bar('embedding archived blocks', None, enabled=wants_progress(args.json)) as advance:
+                made = 0
+
+                def embedded(count: int) -> None:
+                    nonlocal made
+                    made += count
+                    advance(count, f'embedding archived blocks: {made} done')
+
+                dense = DenseIndex(model, progress=embedded)
+                dense.sync(store, namespace=args.namespace, session_id=args.session)
         hits = recall(
             store,
             args.query,

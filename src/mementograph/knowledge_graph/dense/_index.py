@@ -5,7 +5,7 @@ from __future__ import annotations
 import logging
 import threading
 from collections import OrderedDict
-from collections.abc import Collection, Mapping, Sequence
+from collections.abc import Callable, Collection, Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Final, Protocol
 
@@ -64,6 +64,8 @@ class DenseIndex:
     """Text embedded per block: models read a window of 256-8k tokens; the rest would be tokenized for nothing."""
     persist: bool = False
     """`sync` writes the vectors it made to the store (the capability does; the read-only MCP server does not)."""
+    progress: Callable[[int], None] | None = None
+    """Told how many blocks each embedding call made (what a progress bar counts: a first sync can take long)."""
     _ids: list[str] = field(default_factory=list[str])
     _scopes: dict[tuple[str, str], int] = field(default_factory=dict[tuple[str, str], int])
     """(namespace, session) -> its code; each row carries its scope's code, so a scope is one vectorised mask."""
@@ -117,6 +119,8 @@ class DenseIndex:
             self._keep([block_id for block_id, _ in chunk], matrix, namespace=namespace, session_id=session_id)
             ids += [block_id for block_id, _ in chunk]
             matrices.append(matrix)
+            if self.progress is not None:
+                self.progress(len(chunk))
         return ids, np.concatenate(matrices) if matrices else _empty()
 
     @property
