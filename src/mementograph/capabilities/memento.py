@@ -363,18 +363,14 @@ class MementoCompaction(AbstractCapability[AgentDepsT]):
         without `embedding`, or with the model failing (recall then ranks by entities and words, and a warning
         says why). Blocking, for at most `wait` seconds while the eager embedding runs: the recall shares that
         sync rather than embedding the same blocks beside it, and answers from what is embedded when it is slow."""
-        index: DenseIndex | None = None
         try:
             index = self.dense_index()
             if index is None:
                 return None, False
             if self._embedder is None:
                 index.sync(store, namespace=self.namespace, session_id=session_id)
-            else:
-                self._embedder.get().request(store, namespace=self.namespace, session_id=session_id).result(wait)
-            return index, True
-        except TimeoutError:
-            return index, False
+                return index, True
+            return index, self._embedder.get().synced(store, namespace=self.namespace, session_id=session_id, wait=wait)
         except Exception as exc:  # a model or network failure must not cost the agent its recall, or its run
             logger.warning('mementograph: dense recall unavailable, ranking lexically: %s: %s', type(exc).__name__, exc)
             return None, False

@@ -120,11 +120,14 @@ class MemoryTools:
     ) -> None:
         self.store = store
         self.scope = scope or MemoryScope()
-        self.dense = dense
-        """Vectors for `hybrid` recall (entity graph + full text + meaning), kept up to date at each call."""
         self.sync_wait = sync_wait
         """Seconds a recall waits for the vectors to catch up before it answers with those embedded so far."""
-        self._background: BackgroundSync | None = None
+        self._background = None if dense is None else BackgroundSync(dense)
+
+    @property
+    def dense(self) -> DenseIndex | None:
+        """Vectors for `hybrid` recall (entity graph + full text + meaning), kept up to date at each call."""
+        return None if self._background is None else self._background.index
 
     # -- scope ------------------------------------------------------------------------------------------------
 
@@ -191,19 +194,12 @@ class MemoryTools:
         that no capability embedded (hours for 100,000 blocks) is answered at once from what is embedded so far,
         while the rest is embedded in the background; the note says so. The thread is stopped at exit
         (`BackgroundSync`); the server never writes vectors, so stopping it loses nothing."""
-        if self.dense is None:
+        background = self._background
+        if background is None:
             return None, ''
-        if self._background is None or self._background.index is not self.dense:
-            self._background = BackgroundSync(self.dense)
-        running = self._background.request(self.store, namespace=self.scope.namespace, session_id=session_id)
+        namespace = self.scope.namespace
         try:
-            running.result(timeout=self.sync_wait)
-        except TimeoutError:
-            count = self.store.count_blocks(namespace=self.scope.namespace, session_id=session_id)
-            return self.dense, (
-                f'[meaning: still embedding the {count} archived blocks in scope (once per server); until then, '
-                'blocks not embedded yet are found by their entities and words only]'
-            )
+            complete = background.synced(self.store, namespace=namespace, session_id=session_id, wait=self.sync_wait)
         except StoreError:
             raise
         except Exception as exc:  # a model failing costs the meaning, not the recall
@@ -211,7 +207,13 @@ class MemoryTools:
                 'mementograph mcp: dense recall unavailable, ranking lexically: %s: %s', type(exc).__name__, exc
             )
             return None, ''
-        return self.dense, ''
+        if complete:
+            return background.index, ''
+        count = self.store.count_blocks(namespace=namespace, session_id=session_id)
+        return background.index, (
+            f'[meaning: still embedding the {count} archived blocks in scope (once per server); until then, '
+            'blocks not embedded yet are found by their entities and words only]'
+        )
 
     def stop_syncs(self) -> None:
         """Stop the background embedding (at its next chunk) and wait for it; also done at exit."""

@@ -66,6 +66,15 @@ class BackgroundSync:
         thread.start()
         return future
 
+    def synced(self, store: GraphStore, *, namespace: str, session_id: str | None, wait: float | None) -> bool:
+        """Request the scope's sync and wait for it at most `wait` seconds: `True` when the index covers the scope,
+        `False` when the sync is still running (the index holds what it made so far). Raises the sync's error."""
+        try:
+            self.request(store, namespace=namespace, session_id=session_id).result(wait)
+        except TimeoutError:
+            return False
+        return True
+
     def _run(self, store: GraphStore, scope: _Scope, future: Future[int]) -> None:
         embedded = 0
         while True:
