@@ -4,12 +4,14 @@ from __future__ import annotations
 
 import json
 import re
+import sqlite3
 from pathlib import Path
 
 import pytest
 from mcp import Client, StdioServerParameters
 
 from mementograph.cli import main
+from mementograph.knowledge_graph.dense import DenseIndex, embedding_model
 from mementograph.knowledge_graph.store import open_store
 
 from ._client import TOOLS, error, ok, texts
@@ -58,16 +60,36 @@ async def test_namespace_and_session_flags(memory_file: MemoryFile) -> None:
         assert (data['namespace'], data['session_id'], data['blocks']) == ('other', 'conv-1', 6)
 
 
-async def test_recall_by_meaning_with_an_embedding_model(memory_file: MemoryFile, onnx_model_path: Path) -> None:
-    store = open_store(memory_file.uri)
+async def test_recall_by_meaning_with_an_embedding_model(
+    memory_file: MemoryFile, onnx_model_path: Path, tmp_path: Path
+) -> None:
+    uri = _copy(memory_file.uri, tmp_path / 'memory.db')  # the server stores its vectors: the shared file stays
+    model = f'onnx:{onnx_model_path}'
+    store = open_store(uri)
     conv2 = {m.id for m in store.list_mementos(session_id='conv-2')}
     store.close()
-    args = ('--store', memory_file.uri, '--embedding', f'onnx:{onnx_model_path}')
-    async with Client(_server(*args)) as client:
+    async with Client(_server('--store', uri, '--embedding', model)) as client:
         query = {'query': 'Which pastime does she find calming?', 'k': 2, 'session_id': 'conv-2'}
         text = ok(await client.call_tool('recall', query))  # no word of "painting relaxes me"
         assert 'dense rank 1' in text and set(re.findall(r'mem_[0-9a-f]+', text)) <= conv2
         assert 'painting' in ok(await client.call_tool('recover_block', {'block_id': _first_id(text)})).lower()
+    store = open_store(uri)
+    try:  # for the next server: the session's blocks with their vectors
+        stored = store.read_vectors(DenseIndex(embedding_model(model)).model_key, session_id='conv-2')
+        assert len(stored) == store.count_blocks(session_id='conv-2') > 0
+    finally:
+        store.close()
+
+
+def _copy(uri: str, target: Path) -> str:
+    source = sqlite3.connect(uri.removeprefix('sqlite://'))
+    copy = sqlite3.connect(target)
+    try:
+        source.backup(copy)
+    finally:
+        copy.close()
+        source.close()
+    return f'sqlite://{target}'
 
 
 def _first_id(recalled: str) -> str:

@@ -328,3 +328,69 @@ def test_retrieve_page_reads_the_page_list_once(memory_file: MemoryFile) -> None
         assert text.startswith(f'[page 2 {page.id}') and counting.list_pages_calls == 1
     finally:
         store.close()
+
+
+class _QueriesOnly(HashedWords):
+    """The same model name as `HashedWords`, embedding queries only: any block vector must come from the store."""
+
+    async def embed(
+        self, inputs: str | Sequence[str], *, input_type: EmbedInputType, settings: EmbeddingSettings | None = None
+    ) -> EmbeddingResult:
+        assert input_type == 'query', 'a block was embedded again'
+        return await super().embed(inputs, input_type=input_type, settings=settings)
+
+
+async def test_a_server_stores_the_vectors_it_makes_for_the_next_one(tmp_path: Path) -> None:
+    """A 100k-block archive takes hours to embed: a restarted server reads what the last one made."""
+    uri = f'sqlite://{tmp_path / "memory.db"}'
+    store = open_store(uri)
+    try:
+        await DialogueIngestor(min_tokens=40, page_policy=PAGES).ingest(store, small_dialogue('first'))
+        key = DenseIndex(HashedWords()).model_key
+        async with Client(create_server(store, embedding=HashedWords(), store_vectors=False)) as client:
+            assert 'dense rank' in ok(await client.call_tool('recall', {'query': 'adoption agencies'}))
+        assert store.read_vectors(key) == []  # told not to: the store is left as it was
+        async with Client(create_server(store, embedding=HashedWords())) as client:
+            assert 'dense rank' in ok(await client.call_tool('recall', {'query': 'adoption agencies'}))
+        assert len(store.read_vectors(key)) == store.count_blocks() > 0
+        async with Client(create_server(store, embedding=_QueriesOnly())) as client:
+            text = ok(await client.call_tool('recall', {'query': 'adoption agencies'}))
+        assert text.startswith('1. recover_block("mem_') and 'dense rank' in text
+    finally:
+        store.close()
+
+
+class _ReadOnlyVectors:
+    """A real store whose vector writes fail (a read-only file, a user without write rights)."""
+
+    def __init__(self, store: GraphStore) -> None:
+        self.store = store
+        self.attempts = 0
+
+    def write_vectors(self, *args: Any, **kwargs: Any) -> int:
+        self.attempts += 1
+        raise PermissionError('attempt to write a readonly database')
+
+    def __getattr__(self, name: str) -> Any:
+        return getattr(self.store, name)
+
+
+async def test_a_store_that_cannot_keep_vectors_costs_one_warning(
+    tmp_path: Path, caplog: pytest.LogCaptureFixture
+) -> None:
+    uri = f'sqlite://{tmp_path / "memory.db"}'
+    store = open_store(uri)
+    try:
+        for session in ('first', 'second', 'third'):
+            await DialogueIngestor(min_tokens=40, page_policy=PAGES).ingest(store, small_dialogue(session))
+        refusing = _ReadOnlyVectors(store)
+        tools = MemoryTools(refusing, dense=DenseIndex(HashedWords(), persist=True))  # type: ignore[arg-type]
+        with caplog.at_level(logging.DEBUG, logger='mementograph'):
+            text = tools.recall('adoption agencies', k=3)
+        tools.stop_syncs()
+    finally:
+        store.close()
+    assert 'dense rank' in text  # the vectors serve this process all the same
+    warned = [r for r in caplog.records if 'could not store' in r.getMessage()]
+    assert refusing.attempts == 3 and len(warned) == 3  # one write per session
+    assert [r.levelno for r in warned] == [logging.WARNING, logging.DEBUG, logging.DEBUG]

@@ -11,6 +11,7 @@ import pytest
 from mementograph.cli import _recall_cmd
 from mementograph.cli._common import CliError
 from mementograph.eval import DialogueIngestor, IngestedDialogue
+from mementograph.knowledge_graph.dense import DenseIndex, embedding_model
 from mementograph.knowledge_graph.store import open_store
 
 
@@ -50,14 +51,33 @@ def test_recall_command_by_meaning(
 ) -> None:
     monkeypatch.delenv('MEMENTOGRAPH_EMBEDDING_MODEL', raising=False)
     query = 'Which pastime does she find calming?'  # no word of "painting relaxes me"
-    assert run(['recall', query, '--store', store_uri, '--json', '--embedding', f'onnx:{onnx_model_path}']) == 0
+    model = f'onnx:{onnx_model_path}'
+    key = DenseIndex(embedding_model(model)).model_key
+    assert run(['recall', query, '--store', store_uri, '--json', '--embedding', model, '--no-store-vectors']) == 0
+    unstored = json.loads(capsys.readouterr().out)
+    assert _vectors(store_uri, key) == (0, _blocks(store_uri))
+    assert run(['recall', query, '--store', store_uri, '--json', '--embedding', model]) == 0
     data = json.loads(capsys.readouterr().out)
+    assert data == unstored  # the same ranking, whether or not its vectors are kept
     assert data['method'] == 'hybrid' and any(r.startswith('dense rank 1') for r in data['hits'][0]['reasons'])
+    assert _vectors(store_uri, key) == (_blocks(store_uri), _blocks(store_uri))  # the next run embeds nothing
     with pytest.raises(CliError, match='--method dense needs --embedding MODEL') as raised:
         run(['recall', query, '--store', store_uri, '--method', 'dense'])
     assert raised.value.code == 2
     with pytest.raises(CliError, match='no such embedding model'):
         run(['recall', query, '--store', store_uri, '--embedding', 'onnx:/no/such/model'])
+
+
+def _vectors(uri: str, model_key: str) -> tuple[int, int]:
+    store = open_store(uri)
+    try:
+        return len(store.read_vectors(model_key)), store.count_blocks()
+    finally:
+        store.close()
+
+
+def _blocks(uri: str) -> int:
+    return _vectors(uri, '')[1]
 
 
 def test_pages_command(store_uri: str, capsys: pytest.CaptureFixture[str]) -> None:

@@ -61,6 +61,17 @@ def add_embedding_option(parser: argparse.ArgumentParser, effect: str) -> None:
     )
 
 
+def add_store_vectors_option(parser: argparse.ArgumentParser) -> None:
+    """`--no-store-vectors`: embed in memory only (the vectors are written beside their blocks by default)."""
+    parser.add_argument(
+        '--no-store-vectors',
+        dest='store_vectors',
+        action='store_false',
+        help='with --embedding: keep the vectors of blocks no earlier run embedded in this process only (default: '
+        'store them beside their blocks, so the next run reads them instead of embedding again)',
+    )
+
+
 def load_embedding(spec: str | None) -> EmbeddingModel | None:
     """The model `--embedding` names, loaded now (a local one runs once) so a bad name or path fails before any
     work, as a user error."""

@@ -6,7 +6,14 @@ import argparse
 import os
 import sys
 
-from ._common import CliError, add_embedding_option, add_store_options, load_embedding, store_from
+from ._common import (
+    CliError,
+    add_embedding_option,
+    add_store_options,
+    add_store_vectors_option,
+    load_embedding,
+    store_from,
+)
 
 __all__ = ('register',)
 
@@ -37,7 +44,13 @@ def _mcp(args: argparse.Namespace) -> int:
             )
     embedding = load_embedding(args.embedding)
     with store_from(args) as store:
-        server = create_server(store, namespace=args.namespace, session_id=args.session, embedding=embedding)
+        server = create_server(
+            store,
+            namespace=args.namespace,
+            session_id=args.session,
+            embedding=embedding,
+            store_vectors=args.store_vectors,
+        )
         where = f'namespace {args.namespace!r}' + (f', session {args.session!r}' if args.session else '')
         if args.http:
             shown = f'[{host}]' if ':' in host else host
@@ -73,6 +86,7 @@ def register(commands: argparse._SubParsersAction[argparse.ArgumentParser]) -> N
     )
     parser.add_argument('--port', type=int, help='port with --http (default: 8765)')
     add_embedding_option(parser, 'recall then ranks hybrid (entities, words and meaning)')
+    add_store_vectors_option(parser)
     parser.add_argument(
         '--token',
         help='bearer token HTTP clients must send (default: $MEMENTOGRAPH_MCP_TOKEN; prefer the variable, '

@@ -18,7 +18,15 @@ from ..knowledge_graph.recall import (
     retrieve_page,
 )
 from ..knowledge_graph.store import GraphStore
-from ._common import CliError, add_embedding_option, add_store_options, emit, load_embedding, store_from
+from ._common import (
+    CliError,
+    add_embedding_option,
+    add_store_options,
+    add_store_vectors_option,
+    emit,
+    load_embedding,
+    store_from,
+)
 from ._progress import progress_bar, wants_progress
 
 __all__ = ('register',)
@@ -31,7 +39,7 @@ def _recall(args: argparse.Namespace) -> int:
     model = load_embedding(args.embedding) if method in DENSE_METHODS else None
     with store_from(args) as store:
         dense = None
-        if model is not None:  # vectors the capability stored are read, the rest embedded here (never written)
+        if model is not None:  # stored vectors are read, the rest embedded here (and stored, unless told not to)
             with progress_bar('embedding archived blocks', None, enabled=wants_progress(args.json)) as advance:
                 made = 0
 
@@ -40,7 +48,7 @@ def _recall(args: argparse.Namespace) -> int:
                     made += count
                     advance(count, f'embedding archived blocks: {made} done')
 
-                dense = DenseIndex(model, progress=embedded)
+                dense = DenseIndex(model, persist=args.store_vectors, progress=embedded)
                 dense.sync(store, namespace=args.namespace, session_id=args.session)
         hits = recall(
             store,
@@ -122,8 +130,9 @@ def register(commands: argparse._SubParsersAction[argparse.ArgumentParser]) -> N
         help='ranking (default: fused, or hybrid with --embedding; dense and hybrid need --embedding)',
     )
     add_embedding_option(
-        parser, 'for dense and hybrid; vectors the capability stored are read, blocks without one embedded per call'
+        parser, 'for dense and hybrid; stored vectors are read, blocks without one embedded (and stored)'
     )
+    add_store_vectors_option(parser)
     parser.add_argument('--session', help='one session (default: every session of the namespace)')
     parser.add_argument('--since', metavar='TIME', help='only blocks that started at or after this ISO-8601 time')
     parser.add_argument('--until', metavar='TIME', help='only blocks that started before this ISO-8601 time')

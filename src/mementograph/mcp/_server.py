@@ -193,7 +193,8 @@ class MemoryTools:
         The sync runs in a thread of its own, and the recall waits for it at most `sync_wait` seconds: a scope
         that no capability embedded (hours for 100,000 blocks) is answered at once from what is embedded so far,
         while the rest is embedded in the background; the note says so. The thread is stopped at exit
-        (`BackgroundSync`); the server never writes vectors, so stopping it loses nothing."""
+        (`BackgroundSync`), after its current chunk; what it embedded is stored (with `DenseIndex.persist`) per
+        session as it goes, so a restart goes on from there."""
         background = self._background
         if background is None:
             return None, ''
@@ -210,8 +211,9 @@ class MemoryTools:
         if complete:
             return background.index, ''
         count = self.store.count_blocks(namespace=namespace, session_id=session_id)
+        once = 'once, stored for later' if background.index.persist else 'once per server'
         return background.index, (
-            f'[meaning: still embedding the {count} archived blocks in scope (once per server); until then, '
+            f'[meaning: still embedding the {count} archived blocks in scope ({once}); until then, '
             'blocks not embedded yet are found by their entities and words only]'
         )
 
@@ -437,6 +439,7 @@ def create_server(
     namespace: str = DEFAULT_NAMESPACE,
     session_id: str | None = None,
     embedding: EmbeddingModel | str | None = None,
+    store_vectors: bool = True,
 ) -> MCPServer[Any]:
     """An MCP server exposing `store` read-only through `recall`, `recover_block`, `list_pages`, `retrieve_page`,
     `query_memory` and `stats`.
@@ -452,11 +455,15 @@ def create_server(
         embedding: an embedding model (or its name; `onnx:PATH` for a local one) to make `recall` rank `hybrid`:
             blocks are embedded in this process (in a background thread, a recall waiting at most
             `SYNC_WAIT_SECONDS` for them) at the first recall of a scope, and new ones at the next.
+        store_vectors: write the vectors this server makes beside their blocks, so the next server (or
+            `mementograph recall`) reads them instead of embedding again (a 100k-block archive takes hours).
+            Derived data, as an index is: the tools still never change memory. `False` leaves the store as it is.
     """
     from .. import __version__
 
     scope = MemoryScope(namespace=namespace, session_id=session_id or None)
-    tools = MemoryTools(store, scope, None if embedding is None else DenseIndex(embedding_model(embedding)))
+    dense = None if embedding is None else DenseIndex(embedding_model(embedding), persist=store_vectors)
+    tools = MemoryTools(store, scope, dense)
     server: MCPServer[Any] = MCPServer(
         'mementograph', instructions=_instructions(scope), version=__version__, log_level='WARNING'
     )

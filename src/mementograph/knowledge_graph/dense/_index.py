@@ -63,7 +63,9 @@ class DenseIndex:
     max_chars: int = 6_000
     """Text embedded per block: models read a window of 256-8k tokens; the rest would be tokenized for nothing."""
     persist: bool = False
-    """`sync` writes the vectors it made to the store (the capability does; the read-only MCP server does not)."""
+    """`sync` writes the vectors it made to the store beside their blocks (derived data, like an index: the
+    capability, `mementograph recall` and the MCP server do unless told not to), so no later process embeds the
+    same blocks again."""
     progress: Callable[[int], None] | None = None
     """Told how many blocks each embedding call made (what a progress bar counts: a first sync can take long)."""
     _ids: list[str] = field(default_factory=list[str])
@@ -79,6 +81,8 @@ class DenseIndex:
     """(namespace, session) -> its block count when this index last synced it."""
     _lock: threading.Lock = field(default_factory=threading.Lock)
     _stopping: threading.Event = field(default_factory=threading.Event)
+    _store_failed: bool = False
+    """A write of vectors failed once (warned); later failures are logged at debug level, not once per chunk."""
 
     def __len__(self) -> int:
         return len(self._ids)
@@ -272,7 +276,15 @@ class DenseIndex:
             rows = [(block_id, matrix[i].astype('<f4').tobytes()) for i, block_id in enumerate(ids)]
             store.write_vectors(self.model_key, rows, namespace=namespace)
         except Exception as exc:  # any store failure: the vectors stay in this process
-            logger.warning('mementograph: could not store %d block vectors: %s: %s', len(ids), type(exc).__name__, exc)
+            log = logger.debug if self._store_failed else logger.warning
+            self._store_failed = True  # a read-only store fails every chunk: one warning says it
+            log(
+                'mementograph: could not store %d block vectors (they stay in this process; the next one embeds '
+                'them again): %s: %s',
+                len(ids),
+                type(exc).__name__,
+                exc,
+            )
 
     def _query_vector(self, query: str) -> npt.NDArray[np.float32]:
         with self._lock:
