@@ -386,3 +386,34 @@ def test_block_vectors_are_kept_per_model_and_scope_and_go_with_their_session(ba
     assert store.read_vectors('test:m', namespace=ns, session_id='a') == [(block_a.id, 'a', two)]
     store.delete_session('a', namespace=ns)
     assert store.read_vectors('test:m', namespace=ns) == [(block_b.id, 'b', two)]
+
+
+def test_a_sessions_postings_are_its_blocks_most_mentions_first(backend: Backend) -> None:
+    """Recall reads an entity's postings in one session: the session's own blocks, most mentions first, cut at
+    `limit`, and current after every write (SQLite filters the by-entity index against the session's ids, kept
+    while nothing is written)."""
+    store, ns = backend.store, backend.namespace
+    common = EntityRecord(key='concept:kettle', name='kettle', kind='concept')
+    ids: dict[str, list[str]] = {'a': [], 'b': []}
+    for session, base in (('a', 0), ('b', 10)):
+        blocks = [
+            BlockRecord.from_messages(session_history(2), session_id=session, namespace=ns, seq=i, tokens=5)
+            for i in range(6)
+        ]
+        mentions = tuple(Mention(b.id, common, base + i + 1) for i, b in enumerate(blocks))
+        store.write_eviction(Eviction(session_id=session, namespace=ns, blocks=tuple(blocks), mentions=mentions))
+        ids[session] = [b.id for b in blocks]
+
+    def postings(limit: int) -> list[tuple[str, int]]:
+        lookup = store.entity_postings(['concept:kettle'], namespace=ns, session_id='a', limit=limit)  # type: ignore[attr-defined]
+        assert [found.blocks for found in lookup.entities] == [len(ids['a']) + len(ids['b'])]  # counted everywhere
+        return [(p.block_id, p.count) for p in lookup.entities[0].postings]
+
+    assert postings(3) == [(ids['a'][5], 6), (ids['a'][4], 5), (ids['a'][3], 4)]  # none of b's stronger ones
+    assert postings(50) == [(block_id, 6 - i) for i, block_id in enumerate(reversed(ids['a']))]
+    late = BlockRecord.from_messages(session_history(3), session_id='a', namespace=ns, seq=6, tokens=5)
+    store.write_eviction(
+        Eviction(session_id='a', namespace=ns, blocks=(late,), mentions=(Mention(late.id, common, 9),))
+    )
+    ids['a'].append(late.id)
+    assert postings(2) == [(late.id, 9), (ids['a'][5], 6)]  # the write shows at once

@@ -45,3 +45,26 @@ def test_a_scope_finds_its_matches_when_others_hold_every_rare_word(backend: Bac
     # where the rare word matches, it still decides the ranking
     whole = store.search_text('zebraalpha module', k=3, namespace=busy)
     assert {hit.block_ids[0] for hit in whole} == {crowd[0].id, crowd[20].id, crowd[40].id}
+
+
+@pytest.mark.parametrize('enough', [2, 3])
+def test_a_scope_ranked_on_every_word_only_when_its_rarer_words_find_too_few(
+    backend: Backend, small_limits: None, monkeypatch: pytest.MonkeyPatch, enough: int
+) -> None:
+    """The second ranking, on every word, walks all documents of the common ones (at 100k blocks most of a session's
+    recall): `TEXT_ENOUGH_HITS` matches of the rarer words in scope make it unnecessary."""
+    monkeypatch.setattr(_values, 'TEXT_ENOUGH_HITS', enough)
+    store, busy = backend.store, f'{backend.namespace}-busy'
+    crowd = [  # `zebraalpha` in 6 documents, stronger matches than the target's: rare (under 10), `module` common
+        _block(f'module handler {i}' + (' zebraalpha' * 3 if i % 7 == 0 else ''), busy, 'crowd', i) for i in range(40)
+    ]
+    store.write_eviction(Eviction(session_id='crowd', namespace=busy, blocks=tuple(crowd)))
+    texts = ['zebraalpha module one', 'zebraalpha module two', 'module plain three', 'module plain four']
+    target = [_block(text, busy, 'target', i) for i, text in enumerate(texts)]
+    store.write_eviction(Eviction(session_id='target', namespace=busy, blocks=tuple(target)))
+
+    hits = {
+        hit.block_ids[0] for hit in store.search_text('zebraalpha module', k=5, namespace=busy, session_id='target')
+    }
+    rare = {target[0].id, target[1].id}
+    assert hits == (rare if enough <= 2 else {block.id for block in target})

@@ -11,7 +11,16 @@ from typing import Final
 
 from .._schema import EntityRecord, MementoRecord
 
-__all__ = ('TEXT_MAX_DF', 'TEXT_MAX_TERMS', 'TEXT_MIN_DOCS', 'BlockInfo', 'EntityLookup', 'EntityPostings', 'Posting')
+__all__ = (
+    'TEXT_ENOUGH_HITS',
+    'TEXT_MAX_DF',
+    'TEXT_MAX_TERMS',
+    'TEXT_MIN_DOCS',
+    'BlockInfo',
+    'EntityLookup',
+    'EntityPostings',
+    'Posting',
+)
 
 TEXT_MAX_DF: Final = 2_000
 """Full-text search (`search_text`, both backends) leaves out words found in more documents than this when the query
@@ -21,6 +30,11 @@ word costs a pass over most of the store, while its BM25 weight is near zero. On
 `TEXT_MIN_DOCS` documents."""
 TEXT_MAX_TERMS: Final = 8
 """Words (the rarest first) sent to the full-text index per query."""
+TEXT_ENOUGH_HITS: Final = 10
+"""A scoped search whose rarer words find fewer than this many of the scope's documents (or `k`, if smaller) is
+ranked again on all of the query's words (the words left out may be common only in other scopes, and the only ones
+that match here). Past it, the rarer words decide, as they do over a namespace: the second ranking walks every
+document of the common words for their IDF (10-17 ms at 100k blocks, most of a session's recall)."""
 TEXT_MIN_DOCS: Final = 10_000
 """Below this many indexed documents (blocks and mementos), every word of the query is searched, as always: the
 words are cheap there, and the benchmark stores (LoCoMo, LongMemEval) rank exactly as before."""

@@ -1073,11 +1073,11 @@ class Neo4jStore:
         and session are indexed beside the text and filtered with boost 0, so scores are the text's alone) and
         checks the scope on those; only when some fall outside it (another session) does Lucene rank the session's
         own. If the rarer
-        words then find fewer than `k` documents in the scope while their best matches across the store lie
-        elsewhere, it ranks the scope on all of the query's words (the common ones may be common only elsewhere),
+        words then find fewer than `k` documents in the scope (at most `TEXT_ENOUGH_HITS`) while their best matches
+        across the store lie elsewhere, it ranks the scope on all of the query's words (the common ones may be common only elsewhere),
         as SQLite does.
         """
-        from ..recall._values import TEXT_MAX_DF, TEXT_MAX_TERMS, TEXT_MIN_DOCS
+        from ..recall._values import TEXT_ENOUGH_HITS, TEXT_MAX_DF, TEXT_MAX_TERMS, TEXT_MIN_DOCS
 
         terms = list(dict.fromkeys(fts_terms(query)))
         if not terms or k <= 0:
@@ -1150,6 +1150,7 @@ class Neo4jStore:
                 return bool(record['namespace'] == namespace and session_id in (None, record['session_id']))
 
             records = run(top, params)
+            enough = min(k, TEXT_ENOUGH_HITS)
             if not records:
                 # the rarer words match only other namespaces (Lucene left those out), so the words left out as
                 # common may be common only there: the scope is ranked on all of its words (as on SQLite)
@@ -1166,9 +1167,9 @@ class Neo4jStore:
                     kept = [record for record in wide if in_scope(record)]
                     exact = len(kept) >= k or len(wide) < 20 * k  # the top k in scope, or every match there is
                     records = kept[:k] if exact else run(scoped, {**params, 'lucene': lucene})
-                if len(records) < k and every != lucene:
+                if len(records) < enough and every != lucene:
                     records = run(scoped, {**params, 'lucene': every})  # as below
-            elif len(records) < k and every != lucene and run(outside, {**params, 'lucene': lucene})[0]['found']:
+            elif len(records) < enough and every != lucene and run(outside, {**params, 'lucene': lucene})[0]['found']:
                 # fewer than k matches here, and the rarer words' best matches across the store reach other
                 # scopes: the words left out were common across the store, maybe through other scopes alone, and
                 # may be the only ones that match here, so the scope is ranked on all of its words (as on SQLite)
