@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import asyncio
 import json
 import logging
 import re
@@ -18,7 +19,7 @@ from pydantic_ai.embeddings.result import EmbedInputType
 from pydantic_ai.messages import ModelMessagesTypeAdapter
 
 from mementograph.eval import DialogueIngestor
-from mementograph.knowledge_graph.dense import DenseIndex
+from mementograph.knowledge_graph.dense import BackgroundSync, DenseIndex
 from mementograph.knowledge_graph.store import GraphStore, open_store
 from mementograph.mcp import MemoryTools, _server, create_server
 from tests.builders import HashedWords
@@ -394,3 +395,20 @@ async def test_a_store_that_cannot_keep_vectors_costs_one_warning(
     warned = [r for r in caplog.records if 'could not store' in r.getMessage()]
     assert refusing.attempts == 3 and len(warned) == 3  # one write per session
     assert [r.levelno for r in warned] == [logging.WARNING, logging.DEBUG, logging.DEBUG]
+
+
+def test_the_server_reads_and_embeds_its_scope_before_the_first_recall(tmp_path: Path) -> None:
+    """A client asks its first question minutes after starting the server: the vectors are ready by then."""
+    uri = f'sqlite://{tmp_path / "memory.db"}'
+    store = open_store(uri)
+    try:
+        asyncio.run(DialogueIngestor(min_tokens=40, page_policy=PAGES).ingest(store, small_dialogue('first')))
+        key = DenseIndex(HashedWords()).model_key
+        create_server(store, embedding=HashedWords())  # no call made
+        deadline = time.monotonic() + 30
+        while len(store.read_vectors(key)) < store.count_blocks() and time.monotonic() < deadline:
+            time.sleep(0.05)
+        assert len(store.read_vectors(key)) == store.count_blocks() > 0
+    finally:
+        BackgroundSync.stop_all()
+        store.close()

@@ -6,6 +6,7 @@ import argparse
 import os
 import sys
 
+from ..knowledge_graph.dense import BackgroundSync
 from ._common import (
     CliError,
     add_embedding_option,
@@ -52,18 +53,21 @@ def _mcp(args: argparse.Namespace) -> int:
             store_vectors=args.store_vectors,
         )
         where = f'namespace {args.namespace!r}' + (f', session {args.session!r}' if args.session else '')
-        if args.http:
-            shown = f'[{host}]' if ':' in host else host
-            auth = 'bearer token required' if token else 'no token, loopback only'
-            print(
-                f'mementograph mcp: serving {store.uri} ({where}) at http://{shown}:{port}{MCP_PATH} ({auth}); '
-                'Ctrl-C stops',
-                file=sys.stderr,
-                flush=True,
-            )
-            run_http(server, host=host, port=port, token=token)
-        else:
-            run_stdio(server)  # stdout is the protocol channel: nothing else may be printed there
+        try:
+            if args.http:
+                shown = f'[{host}]' if ':' in host else host
+                auth = 'bearer token required' if token else 'no token, loopback only'
+                print(
+                    f'mementograph mcp: serving {store.uri} ({where}) at http://{shown}:{port}{MCP_PATH} ({auth}); '
+                    'Ctrl-C stops',
+                    file=sys.stderr,
+                    flush=True,
+                )
+                run_http(server, host=host, port=port, token=token)
+            else:
+                run_stdio(server)  # stdout is the protocol channel: nothing else may be printed there
+        finally:
+            BackgroundSync.stop_all()  # embedding threads read the store: stopped before it closes
     return 0
 
 

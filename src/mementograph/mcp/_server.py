@@ -217,6 +217,13 @@ class MemoryTools:
             'blocks not embedded yet are found by their entities and words only]'
         )
 
+    def warm_up(self) -> None:
+        """Start reading (and embedding what is missing of) the scope's vectors now, so the first recall finds them
+        ready: a client asks its first question minutes after starting the server, and a 100k-block archive takes
+        seconds to read. `create_server` calls it; without an embedding model it does nothing."""
+        if self._background is not None:
+            self._background.request(self.store, namespace=self.scope.namespace, session_id=self.scope.session_id)
+
     def stop_syncs(self) -> None:
         """Stop the background embedding (at its next chunk) and wait for it; also done at exit."""
         if self._background is not None:
@@ -453,8 +460,8 @@ def create_server(
         session_id: when given, the only session the tools read; `None` lets them read every session of the
             namespace (and narrow to one with their `session_id` argument).
         embedding: an embedding model (or its name; `onnx:PATH` for a local one) to make `recall` rank `hybrid`:
-            blocks are embedded in this process (in a background thread, a recall waiting at most
-            `SYNC_WAIT_SECONDS` for them) at the first recall of a scope, and new ones at the next.
+            the scope's stored vectors are read and its other blocks embedded in a background thread from now
+            on (a recall waits at most `SYNC_WAIT_SECONDS` for them), new blocks at the next recall.
         store_vectors: write the vectors this server makes beside their blocks, so the next server (or
             `mementograph recall`) reads them instead of embedding again (a 100k-block archive takes hours).
             Derived data, as an index is: the tools still never change memory. `False` leaves the store as it is.
@@ -464,6 +471,7 @@ def create_server(
     scope = MemoryScope(namespace=namespace, session_id=session_id or None)
     dense = None if embedding is None else DenseIndex(embedding_model(embedding), persist=store_vectors)
     tools = MemoryTools(store, scope, dense)
+    tools.warm_up()
     server: MCPServer[Any] = MCPServer(
         'mementograph', instructions=_instructions(scope), version=__version__, log_level='WARNING'
     )

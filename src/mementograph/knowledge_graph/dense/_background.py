@@ -19,15 +19,9 @@ __all__ = ('BackgroundSync',)
 _Scope = tuple[str, str | None]
 
 
-def _stop_all() -> None:
-    for background in list(_LIVE):
-        background.stop()
-
-
 _LIVE: Final[weakref.WeakSet[BackgroundSync]] = weakref.WeakSet()
 """Every instance that started a sync and is still referenced (a running thread references its own): stopped at
 exit by one hook, so a process making many of them (an agent per request) does not keep them all alive."""
-atexit.register(_stop_all)
 
 
 @dataclass(eq=False)
@@ -107,3 +101,12 @@ class BackgroundSync:
             threads = list(self._threads)
         for thread in threads:
             thread.join(self.join_timeout)
+
+    @staticmethod
+    def stop_all() -> None:
+        """Stop every instance's syncs, as the exit does: a command calls it before it closes the store they read."""
+        for background in list(_LIVE):
+            background.stop()
+
+
+atexit.register(BackgroundSync.stop_all)
