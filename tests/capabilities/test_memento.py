@@ -4,11 +4,20 @@ from __future__ import annotations
 
 import warnings
 from collections.abc import AsyncIterable
+from datetime import UTC, datetime, timedelta, timezone
 from pathlib import Path
 
 import pytest
 from pydantic_ai import Agent
-from pydantic_ai.messages import ModelMessage, ModelResponse, TextPart, ToolCallPart, ToolReturnPart
+from pydantic_ai.messages import (
+    ModelMessage,
+    ModelRequest,
+    ModelResponse,
+    TextPart,
+    ToolCallPart,
+    ToolReturnPart,
+    UserPromptPart,
+)
 from pydantic_ai.models.function import AgentInfo, FunctionModel
 from pydantic_ai.usage import UsageLimits
 
@@ -192,12 +201,16 @@ def test_create_agent_has_memento_on_by_default(store: GraphStore) -> None:
 def test_loads_from_an_agent_spec(tmp_path: Path) -> None:
     uri = f'sqlite://{tmp_path / "spec.db"}'
     agent = Agent.from_spec(
-        {'model': 'test', 'capabilities': [{'MementoCompaction': {'store': uri, 'max_tokens': 5000}}]},
+        {
+            'model': 'test',
+            'capabilities': [{'MementoCompaction': {'store': uri, 'max_tokens': 5000, 'timezone': 'Europe/Paris'}}],
+        },
         custom_capability_types=[MementoCompaction],
     )
     found: list[MementoCompaction[object]] = []
     agent.root_capability.apply(lambda c: found.append(c) if isinstance(c, MementoCompaction) else None)
     assert found and found[0].max_tokens == 5000 and found[0].graph_store.uri == uri
+    assert found[0].timezone == 'Europe/Paris'
 
 
 def test_stubs_are_deterministic_and_keep_alternation() -> None:
@@ -346,3 +359,25 @@ async def test_a_tool_result_larger_than_the_mark_is_stubbed_before_the_model_re
     assert rendered[3_100:5_900] in str(page_two.content)  # (the page's text starts with a one-line header)
     body, footer = str(page_two.content).split(f'\n[{part_ids[0]}: page 2 of ')
     assert len(body) == 3_000 and f'next: recover_block("{part_ids[0]}", page=3)' in footer
+
+
+async def test_dialogue_dates_are_anchored_on_the_configured_clock(store: GraphStore) -> None:
+    """pydantic-ai stamps messages in UTC; `timezone` says whose calendar "yesterday" was said on."""
+    said = datetime(2023, 5, 8, 22, 0, tzinfo=UTC)  # 09:00 on 9 May at UTC+11
+    history: list[ModelMessage] = []
+    for i in range(16):
+        ann = f'Ann: Yesterday I saw museum {i} with my sister; we loved its paintings.'
+        history.append(ModelRequest(parts=[UserPromptPart(ann, timestamp=said)]))
+        history.append(
+            ModelResponse(
+                parts=[TextPart(f'Bob: Museum {i} has a famous collection of modern sculpture.')], timestamp=said
+            )
+        )
+    capability = MementoCompaction(store, max_tokens=600, session_id='chat', timezone=timezone(timedelta(hours=11)))
+    agent = Agent(FunctionModel(lambda _m, _i: ModelResponse(parts=[TextPart('Noted.')])), capabilities=[capability])
+    await agent.run('Ann: What did we talk about?', message_history=history)
+    texts = [memento.text for memento in store.list_mementos(session_id='chat')]
+    assert any('Yesterday (8 May 2023)' in text for text in texts), texts
+    assert not any('7 May' in text for text in texts)
+    with pytest.raises(ValueError, match='unknown time zone'):
+        MementoCompaction(store, timezone='Atlantis/Capital')

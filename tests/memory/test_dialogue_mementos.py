@@ -3,13 +3,21 @@ the judge exactly as the resolver derives them."""
 
 from __future__ import annotations
 
-from datetime import UTC, datetime, timedelta
+from dataclasses import replace
+from datetime import UTC, datetime, timedelta, timezone, tzinfo
 
 import pytest
 from pydantic_ai.messages import ModelMessage, ModelRequest, ModelResponse, TextPart, UserPromptPart
 
 from mementograph._tokens import TokenCounter
-from mementograph.knowledge_graph.memory import BlockInput, ExtractiveCompressor, MementoEngine, RubricJudge
+from mementograph.knowledge_graph.memory import (
+    BlockInput,
+    ExtractiveCompressor,
+    MementoEngine,
+    RubricJudge,
+    time_zone,
+)
+from mementograph.knowledge_graph.memory._dates import in_zone
 from mementograph.knowledge_graph.memory._dialogue import derived_anchors, dialogue_memento, is_dialogue
 
 from ._build import bash, block_of, debugging_block, observation, say, user
@@ -175,3 +183,25 @@ def test_titles_do_not_end_a_sentence() -> None:
         block, budget=block.tokens // 2, limit=block.tokens - 1, pinned=set(), count=COUNTER.count_text
     )
     assert 'user: I see my neurologist, Dr. Johnson, on April 1st about the numbness in my left hand.' in memento
+
+
+def test_relative_dates_are_read_on_the_block_s_clock() -> None:
+    """pydantic-ai stamps messages in UTC: 13:56 UTC on 8 May is already 9 May at UTC+11, where "yesterday" meant
+    8 May. Compressor and judge read the same clock."""
+    east = replace(chat(), zone=timezone(timedelta(hours=11)))
+    memento = ExtractiveCompressor(counter=COUNTER, dialogue_ratio=0.3).extract(east)
+    assert 'support group yesterday (8 May 2023)' in memento
+    judge = RubricJudge(counter=COUNTER)
+    assert judge.check(east, memento).passed
+    assert not judge.check(chat(), memento).passed  # on UTC's clock, (8 May 2023) is invented
+
+
+def test_time_zone_settings() -> None:
+    assert time_zone(None) is None and time_zone('UTC') is None and time_zone('utc') is None
+    assert time_zone('local') == 'local'
+    paris = time_zone('Europe/Paris')
+    assert isinstance(paris, tzinfo) and datetime(2023, 5, 8, 23, 30, tzinfo=UTC).astimezone(paris).day == 9
+    with pytest.raises(ValueError, match=r"unknown time zone 'Mars/Olympus_Mons'.*IANA name"):
+        time_zone('Mars/Olympus_Mons')
+    late = datetime(2023, 5, 8, 23, 30, tzinfo=UTC)
+    assert in_zone(late, None) is late and in_zone(late.replace(tzinfo=None), paris).day == 8  # naive: as it is

@@ -40,7 +40,15 @@ from ..knowledge_graph import (
     SessionEvent,
     memento_id_for,
 )
-from ..knowledge_graph.memory import BlockInput, MementoEngine, MementoResult, Segment, render_block, segment_blocks
+from ..knowledge_graph.memory import (
+    BlockInput,
+    MementoEngine,
+    MementoResult,
+    Segment,
+    TimeZone,
+    render_block,
+    segment_blocks,
+)
 from ..knowledge_graph.recall import pages_for_eviction
 from ..knowledge_graph.store import GraphStore, NotFoundError
 from ._layout import MICRO_METADATA, Slot, StubInfo, layout, make_stub, micro_part_id, stub_info, stub_shape
@@ -165,6 +173,8 @@ class SessionCompactor:
     mentions: MentionExtractor | None = None
     redact: Redactor | None = None
     """Applied to every text before it is archived (see `mementograph.redact_secrets`)."""
+    zone: TimeZone = None
+    """Whose calendar relative dates in the session's messages mean (`BlockInput.zone`)."""
     _logged_through: int | None = field(default=None, init=False, repr=False)
     _seen: list[ModelMessage] = field(default_factory=list[ModelMessage], init=False, repr=False)
     _seen_slots: list[Slot] = field(default_factory=list[Slot], init=False, repr=False)
@@ -524,7 +534,8 @@ class SessionCompactor:
         for originals in await in_thread(lambda: [self._originals(span) for span in spans]):  # one hop for all
             block_messages = tuple(originals)
             text = render_block(block_messages)
-            inputs.append(BlockInput(messages=block_messages, text=text, tokens=self.counter.count_text(text)))
+            size = self.counter.count_text(text)
+            inputs.append(BlockInput(messages=block_messages, text=text, tokens=size, zone=self.zone))
         results: list[MementoResult] = list(await asyncio.gather(*(self.engine.make_memento(b) for b in inputs)))
 
         blocks: list[BlockRecord] = []
@@ -675,7 +686,10 @@ class SessionCompactor:
             return messages, replace(report, skipped=(report.skipped or 'mementos over their share, archive gone'))
         text = '\n\n'.join(child.text for child in children)
         merged_input = BlockInput(
-            messages=tuple(messages[slot.index] for slot in run), text=text, tokens=self.counter.count_text(text)
+            messages=tuple(messages[slot.index] for slot in run),
+            text=text,
+            tokens=self.counter.count_text(text),
+            zone=self.zone,
         )
         result = await self.engine.make_memento(merged_input)
         level = max(info.level for info in infos) + 1

@@ -27,6 +27,7 @@ import threading
 import warnings
 from collections.abc import Callable
 from dataclasses import KW_ONLY, dataclass, field, replace
+from datetime import tzinfo
 from functools import partial
 from typing import TYPE_CHECKING, Any, Final, Generic, Literal, TypeVar, get_args
 
@@ -42,7 +43,15 @@ from .._tokens import TokenCounter, encoding_for_model
 from ..knowledge_graph import DEFAULT_NAMESPACE
 from ..knowledge_graph.dense import BackgroundSync, DenseIndex, embedding_model
 from ..knowledge_graph.entities import mentions_for
-from ..knowledge_graph.memory import Compressor, ExtractiveCompressor, Judge, MementoEngine, RubricJudge
+from ..knowledge_graph.memory import (
+    Compressor,
+    ExtractiveCompressor,
+    Judge,
+    MementoEngine,
+    RubricJudge,
+    TimeZone,
+    time_zone,
+)
 from ..knowledge_graph.recall import page_index_text
 from ..knowledge_graph.store import GraphStore, open_store
 from ._compactor import CompactionPolicy, CompactionReport, MentionExtractor, SessionCompactor, Trigger
@@ -231,6 +240,12 @@ class MementoCompaction(AbstractCapability[AgentDepsT]):
     block with a local model on 2 cores). `False` embeds at the next recall instead, and spends nothing (no CPU,
     no API calls) on sessions that never recall."""
 
+    timezone: str | tzinfo | None = 'local'
+    """Whose calendar relative dates in the conversation mean: a dialogue memento keeps "yesterday" as "yesterday
+    (7 May 2023)", reading the day off the message's timestamp on this clock. `'local'` (the machine's), `'UTC'`,
+    an IANA name (`'America/Los_Angeles'`) or a `tzinfo`. pydantic-ai stamps messages in UTC, so an evening in
+    California is already the next day there: set the users' zone when the agent serves people elsewhere."""
+
     page_index: bool = True
     """Show the model the session's paged index (each closed page's number, turns, summary and topics; groups of
     old pages folded into one line) in the instructions, so it knows what `retrieve_page` and `recall` can bring
@@ -247,6 +262,7 @@ class MementoCompaction(AbstractCapability[AgentDepsT]):
     _embedder: _Shared[BackgroundSync] | None = field(init=False, repr=False, compare=False)
     _toolset: MementoToolset[AgentDepsT] = field(init=False, repr=False, compare=False)
     _state: _RunState = field(init=False, repr=False, compare=False)
+    _zone: TimeZone = field(init=False, repr=False, compare=False)
 
     def __post_init__(self) -> None:
         if self.max_tokens is not None and self.max_fraction is not None:
@@ -261,6 +277,7 @@ class MementoCompaction(AbstractCapability[AgentDepsT]):
             raise ValueError(f'retention must be one of {", ".join(map(repr, _RETENTIONS))}, not {self.retention!r}')
         if self.redact is not None and not callable(self.redact):
             raise ValueError('redact must be a function taking and returning a str')
+        self._zone = time_zone(self.timezone)
         self._shared = _Shared(partial(_open, self.store))
         # the vectors stay valid for every run: one index, filled once per session
         self._dense = None if self.embedding is None else _Shared(partial(_recall_index, self.embedding))
@@ -422,6 +439,7 @@ class MementoCompaction(AbstractCapability[AgentDepsT]):
                 policy=self._policy(high),
                 mentions=self.mentions or mentions_for,
                 redact=self.redact,
+                zone=self._zone,
             )
         elif state.compactor.policy.high_water_tokens != high:
             state.compactor.policy = self._policy(high)

@@ -12,6 +12,7 @@ from ._compress import (
     MementoDraft,
     render_draft,
 )
+from ._dates import TimeZone, time_zone
 from ._engine import MementoEngine, MementoResult
 from ._facts import FACT_KINDS, Fact, FactKind, critical_facts, fact_present, fact_retention, missing_facts
 from ._judge import (
@@ -51,6 +52,7 @@ __all__ = (
     'MementoResult',
     'RubricJudge',
     'Segment',
+    'TimeZone',
     'UsageMeter',
     'Verdict',
     'critical_facts',
@@ -60,5 +62,6 @@ __all__ = (
     'render_block',
     'render_draft',
     'segment_blocks',
+    'time_zone',
     'usage_meter',
 )

@@ -8,6 +8,7 @@ from dataclasses import dataclass
 from pydantic_ai.messages import ModelMessage
 
 from ..._tokens import TokenCounter
+from ._dates import TimeZone
 from ._render import Action, block_actions, render_block, text_actions
 
 __all__ = ('BlockInput', 'actions_for')
@@ -29,11 +30,16 @@ class BlockInput:
     """Tokens of the block's messages, as the live context counts them."""
     context: str = ''
     """Optional background for LLM compressors and judges (e.g. the task statement); never a source of facts."""
+    zone: TimeZone = None
+    """Whose calendar the messages' relative dates mean ("yesterday", "last week"): a dialogue memento anchors them
+    to days read on this clock, and the judge derives the same anchors. `None`: the timestamps' own (UTC)."""
 
     @classmethod
-    def from_messages(cls, messages: Sequence[ModelMessage], counter: TokenCounter, *, context: str = '') -> BlockInput:
+    def from_messages(
+        cls, messages: Sequence[ModelMessage], counter: TokenCounter, *, context: str = '', zone: TimeZone = None
+    ) -> BlockInput:
         """Render and count `messages` (the usual way to build a block)."""
-        return cls(tuple(messages), render_block(messages), counter.count_messages(messages), context)
+        return cls(tuple(messages), render_block(messages), counter.count_messages(messages), context, zone)
 
 
 def actions_for(block: BlockInput) -> list[Action]:

@@ -20,10 +20,46 @@ from __future__ import annotations
 import re
 from collections.abc import Callable
 from dataclasses import dataclass
-from datetime import date, datetime, timedelta
-from typing import Final
+from datetime import date, datetime, timedelta, tzinfo
+from typing import Final, Literal, TypeAlias
 
-__all__ = ('DateAnchor', 'anchor_text', 'find_anchors', 'format_day')
+__all__ = ('DateAnchor', 'TimeZone', 'anchor_text', 'find_anchors', 'format_day', 'in_zone', 'time_zone')
+
+TimeZone: TypeAlias = tzinfo | Literal['local'] | None
+"""Whose calendar a timestamp's day is read in: a `tzinfo`, `'local'` (the machine's, daylight saving included),
+or `None` (the timestamp's own zone: UTC for pydantic-ai's). "Yesterday" said at 19:30 in Los Angeles is 03:30 UTC
+the next day: read in UTC, it would be anchored a day late."""
+
+
+def time_zone(setting: str | tzinfo | None) -> TimeZone:
+    """A setting as a `TimeZone`: `'local'`, `'UTC'`/`None`, an IANA name (`'Europe/Paris'`) or a `tzinfo`.
+
+    Raises:
+        ValueError: a name no time zone database knows (saying what to give instead).
+    """
+    if setting is None or isinstance(setting, tzinfo):
+        return setting
+    if setting == 'local':
+        return 'local'
+    if setting.upper() == 'UTC':
+        return None
+    from zoneinfo import ZoneInfo, ZoneInfoNotFoundError
+
+    try:
+        return ZoneInfo(setting)
+    except (ZoneInfoNotFoundError, ValueError) as exc:
+        raise ValueError(
+            f"unknown time zone {setting!r}: give 'local', 'UTC' or an IANA name such as 'Europe/Paris' (on Windows, "
+            'IANA names need the tzdata package: pip install tzdata)'
+        ) from exc
+
+
+def in_zone(moment: datetime, zone: TimeZone) -> datetime:
+    """`moment` on `zone`'s clock (unchanged when `zone` is `None` or `moment` has no zone of its own)."""
+    if zone is None or moment.tzinfo is None:
+        return moment
+    return moment.astimezone(None if zone == 'local' else zone)
+
 
 MONTHS: Final = (
     'January',

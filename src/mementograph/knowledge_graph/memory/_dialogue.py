@@ -28,7 +28,7 @@ from pydantic_ai.messages import ModelMessage, ModelResponse, SystemPromptPart, 
 from ..._messages import without_surrogates
 from ..._transcripts import split_bash_action
 from ._block import BlockInput
-from ._dates import MONTHS, anchor_text, find_anchors
+from ._dates import MONTHS, TimeZone, anchor_text, find_anchors, in_zone
 from ._facts import MUST_KEEP_KINDS, Fact, critical_facts, fact_present
 from ._render import is_observation
 
@@ -134,22 +134,26 @@ def is_dialogue(block: BlockInput) -> bool:
     return prose
 
 
-def _prose(messages: Sequence[ModelMessage]) -> Iterator[tuple[str, str, datetime | None]]:
+def _prose(messages: Sequence[ModelMessage], zone: TimeZone) -> Iterator[tuple[str, str, datetime | None]]:
     """`(role, text, time)` of each prose part: user prompts (not tool observations), the model's text, system
-    prompts; the time is the part's, or its response's for the model's text."""
+    prompts; the time is the part's, or its response's for the model's text, on `zone`'s clock."""
     for message in messages:
         for part in message.parts:
             if isinstance(part, UserPromptPart) and isinstance(part.content, str) and not is_observation(part):
-                yield 'user', without_surrogates(part.content), part.timestamp
+                yield 'user', without_surrogates(part.content), _on_clock(part.timestamp, zone)
             elif isinstance(part, TextPart) and isinstance(message, ModelResponse):
-                yield 'assistant', without_surrogates(part.content), message.timestamp
+                yield 'assistant', without_surrogates(part.content), _on_clock(message.timestamp, zone)
             elif isinstance(part, SystemPromptPart):
-                yield 'system', without_surrogates(part.content), part.timestamp
+                yield 'system', without_surrogates(part.content), _on_clock(part.timestamp, zone)
 
 
-def _turns(messages: Sequence[ModelMessage]) -> list[_Turn]:
+def _on_clock(moment: datetime | None, zone: TimeZone) -> datetime | None:
+    return None if moment is None else in_zone(moment, zone)
+
+
+def _turns(messages: Sequence[ModelMessage], zone: TimeZone) -> list[_Turn]:
     """Each prose part with its speaker (the `Name: ` it starts with, else its role) and its message's time."""
-    turns = [_Turn(role, text.strip(), stamp) for role, text, stamp in _prose(messages) if text.strip()]
+    turns = [_Turn(role, text.strip(), stamp) for role, text, stamp in _prose(messages, zone) if text.strip()]
     # Names are read only when every turn starts with one (LoCoMo's "Caroline: ..."); otherwise a leading
     # "Note: ..." would pass for a speaker.
     named = [_SPEAKER.match(turn.body) for turn in turns]
@@ -162,12 +166,12 @@ def _turns(messages: Sequence[ModelMessage]) -> list[_Turn]:
     return turns
 
 
-def derived_anchors(messages: Sequence[ModelMessage]) -> frozenset[str]:
+def derived_anchors(messages: Sequence[ModelMessage], zone: TimeZone = None) -> frozenset[str]:
     """Every `expression (anchor)` the resolver derives for these messages' prose, each against its own message's
-    timestamp: exactly what a dialogue memento may add to the block's words."""
+    timestamp read on `zone`'s clock: exactly what a dialogue memento may add to the block's words."""
     return frozenset(
         anchor.anchored
-        for _, text, stamp in _prose(messages)
+        for _, text, stamp in _prose(messages, zone)
         if stamp is not None
         for anchor in find_anchors(text, stamp)
     )
@@ -182,7 +186,7 @@ def strip_derived_anchors(memento: str, block: BlockInput) -> tuple[str, list[st
     """
     if not _ANCHOR_SHAPE.search(memento):
         return memento, []
-    for anchored in sorted(derived_anchors(block.messages), key=len, reverse=True):
+    for anchored in sorted(derived_anchors(block.messages, block.zone), key=len, reverse=True):
         expression = anchored[: anchored.rindex(' (')]
         memento = memento.replace(anchored, expression)
     wrong = [match.group(0) for match in _ANCHOR_SHAPE.finditer(memento) if match.group(0) not in block.text]
@@ -298,7 +302,7 @@ def dialogue_memento(
 
     Returns `''` when the result would not fit `limit` or lacks a must-keep fact (the caller then uses the
     agent-trace path, which never loses a fact to sentence boundaries)."""
-    turns = _turns(block.messages)
+    turns = _turns(block.messages, block.zone)
     units = _units(turns, count)
     if not units:
         return ''
