@@ -690,6 +690,36 @@ def test_format_5_file_gets_an_empty_vectors_table(tmp_path: Path) -> None:
     assert (
         conn.execute("SELECT value FROM meta WHERE key = 'format'").fetchone()
         == (FORMAT,)
-        == ('mementograph-sqlite-6',)
+        == ('mementograph-sqlite-7',)
     )
+    conn.close()
+
+
+def test_format_6_file_gets_block_ids_in_its_scope_index(tmp_path: Path) -> None:
+    from tests.store.test_contract import make_eviction
+
+    path = tmp_path / 'v6.db'
+    blocks = []
+    with SqliteStore(path) as store:
+        for seq in range(3):
+            eviction, block, _ = make_eviction(session_history(2), session_id='s1', namespace='default', seq=seq)
+            store.write_eviction(eviction)
+            blocks.append(block)
+    conn = sqlite3.connect(path)  # as format 6 left it: the scope index without the ids
+    conn.execute('DROP INDEX blocks_scope')
+    conn.execute('CREATE INDEX blocks_scope ON blocks (namespace, session_id, kind, seq)')
+    conn.execute("UPDATE meta SET value = 'mementograph-sqlite-6' WHERE key = 'format'")
+    conn.commit()
+    conn.close()
+
+    with SqliteStore(path) as store:
+        assert [info.next_id for info in store.block_info([b.id for b in blocks])] == [blocks[1].id, blocks[2].id, None]
+        assert store.list_block_ids(namespace='default', session_id='s1') == [(b.id, 's1') for b in blocks]
+    conn = sqlite3.connect(path)
+    assert [row[2] for row in conn.execute('PRAGMA index_info(blocks_scope)')][-1] == 'id'
+    assert conn.execute("SELECT value FROM meta WHERE key = 'format'").fetchone() == ('mementograph-sqlite-7',)
+    plan = conn.execute(
+        "EXPLAIN QUERY PLAN SELECT id FROM blocks WHERE namespace = 'default' AND session_id = 's1' AND kind = 'block'"
+    ).fetchall()
+    assert 'COVERING INDEX blocks_scope' in plan[0][3]  # a session's ids without reading its rows
     conn.close()
