@@ -1072,10 +1072,9 @@ class Neo4jStore:
         only (`limit`, so it can skip documents that cannot reach them) of the namespace's documents (the namespace
         and session are indexed beside the text and filtered with boost 0, so scores are the text's alone) and
         checks the scope on those; only when some fall outside it (another session) does Lucene rank the session's
-        own. If the rarer
-        words then find fewer than `k` documents in the scope (at most `TEXT_ENOUGH_HITS`) while their best matches
-        across the store lie elsewhere, it ranks the scope on all of the query's words (the common ones may be common only elsewhere),
-        as SQLite does.
+        own. If the rarer words then find fewer than `k` documents in the scope (at most `TEXT_ENOUGH_HITS`) while
+        their best matches across the store lie elsewhere, it ranks the scope on all of the query's words (the
+        common ones may be common only elsewhere), as SQLite does.
         """
         from ..recall._values import TEXT_ENOUGH_HITS, TEXT_MAX_DF, TEXT_MAX_TERMS, TEXT_MIN_DOCS
 
