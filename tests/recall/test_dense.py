@@ -143,6 +143,37 @@ def test_stop_ends_embedding_at_the_next_chunk_and_keeps_what_was_made() -> None
     assert index.add(blocks, session_id='s') == 0  # stopped for good: the process is ending
 
 
+class _FailsOnSecondChunk(HashedWords):
+    """A hosted model whose provider goes down after the first batch of blocks."""
+
+    calls = 0
+
+    async def embed(
+        self, inputs: str | Sequence[str], *, input_type: EmbedInputType, settings: EmbeddingSettings | None = None
+    ) -> EmbeddingResult:
+        self.calls += 1
+        if self.calls > 1:
+            raise ConnectionError('provider went down')
+        return await super().embed(inputs, input_type=input_type, settings=settings)
+
+
+def test_each_chunk_of_vectors_is_stored_as_it_is_made(tmp_path: Path) -> None:
+    """A model failing (or a process killed) partway loses no chunk it already embedded."""
+    store = open_store(f'sqlite://{tmp_path / "chunks.db"}')
+    try:
+        blocks = tuple(
+            BlockRecord.from_messages(session_history(1), session_id='s', seq=i, tokens=5, text=f'block {i} notes')
+            for i in range(150)
+        )
+        store.write_eviction(Eviction(session_id='s', blocks=blocks))
+        index = DenseIndex(_FailsOnSecondChunk(), persist=True)
+        with pytest.raises(ConnectionError):
+            index.sync(store, session_id='s')
+        assert len(store.read_vectors(index.model_key)) == len(index) == 64  # the first chunk of 64, stored
+    finally:
+        store.close()
+
+
 @pytest.fixture(params=['memory', 'sqlite', 'neo4j'])
 def archived(
     request: pytest.FixtureRequest, tmp_path: Path, unique_namespace: str

@@ -105,27 +105,28 @@ class DenseIndex:
 
     def add(self, blocks: Sequence[tuple[str, str]], *, namespace: str = DEFAULT_NAMESPACE, session_id: str) -> int:
         """Embed `(block_id, text)` pairs of one session; returns how many were new."""
-        return len(self._embed_new(blocks, namespace=namespace, session_id=session_id)[0])
+        return self._embed_new(blocks, namespace=namespace, session_id=session_id)
 
     def _embed_new(
-        self, blocks: Sequence[tuple[str, str]], *, namespace: str, session_id: str
-    ) -> tuple[list[str], npt.NDArray[np.float32]]:
-        import numpy as np
-
+        self, blocks: Sequence[tuple[str, str]], *, namespace: str, session_id: str, store: GraphStore | None = None
+    ) -> int:
+        """Embed the blocks this index lacks, a chunk at a time; with `store` (and `persist`), each chunk's vectors
+        are stored as soon as they are made, so a model failing or a process killed later loses no earlier chunk."""
         fresh = [(block_id, text) for block_id, text in dict(blocks).items() if block_id not in self._known]
-        ids: list[str] = []
-        matrices: list[npt.NDArray[np.float32]] = []
+        made = 0
         for start in range(0, len(fresh), _EMBED_CHUNK):  # a stop waits for one chunk at most
             if self._stopping.is_set():
                 break
             chunk = fresh[start : start + _EMBED_CHUNK]
+            ids = [block_id for block_id, _ in chunk]
             matrix = self._embed([text[: self.max_chars] for _, text in chunk], query=False)
-            self._keep([block_id for block_id, _ in chunk], matrix, namespace=namespace, session_id=session_id)
-            ids += [block_id for block_id, _ in chunk]
-            matrices.append(matrix)
+            self._keep(ids, matrix, namespace=namespace, session_id=session_id)
+            if store is not None and self.persist:
+                self._store_vectors(store, ids, matrix, namespace=namespace)
+            made += len(chunk)
             if self.progress is not None:
                 self.progress(len(chunk))
-        return ids, np.concatenate(matrices) if matrices else _empty()
+        return made
 
     @property
     def stopped(self) -> bool:
@@ -260,13 +261,10 @@ class DenseIndex:
     def _embed_sessions(
         self, store: GraphStore, by_session: Mapping[str, Sequence[tuple[str, str]]], *, namespace: str
     ) -> int:
-        fresh = 0
-        for sid, blocks in by_session.items():
-            ids, matrix = self._embed_new(blocks, namespace=namespace, session_id=sid)
-            fresh += len(ids)
-            if self.persist and ids:
-                self._store_vectors(store, ids, matrix, namespace=namespace)
-        return fresh
+        return sum(
+            self._embed_new(blocks, namespace=namespace, session_id=sid, store=store)
+            for sid, blocks in by_session.items()
+        )
 
     def _store_vectors(
         self, store: GraphStore, ids: Sequence[str], matrix: npt.NDArray[np.float32], *, namespace: str
