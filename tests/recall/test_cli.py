@@ -87,3 +87,20 @@ def test_pages_command(store_uri: str, capsys: pytest.CaptureFixture[str]) -> No
     first = data['pages'][0]
     assert run(['pages', '--store', store_uri, '--page', str(first['number'])]) == 0
     assert capsys.readouterr().out.startswith(f'[page {first["number"]} {first["id"]}')
+
+
+def test_embed_command_stores_every_vector_once(
+    store_uri: str, onnx_model_path: Path, capsys: pytest.CaptureFixture[str], monkeypatch: pytest.MonkeyPatch
+) -> None:
+    monkeypatch.delenv('MEMENTOGRAPH_EMBEDDING_MODEL', raising=False)
+    with pytest.raises(CliError, match='embed needs --embedding MODEL') as raised:
+        run(['embed', '--store', store_uri])
+    assert raised.value.code == 2
+    model = f'onnx:{onnx_model_path}'
+    assert run(['embed', '--store', store_uri, '--embedding', model, '--json']) == 0
+    first = json.loads(capsys.readouterr().out)
+    blocks = _blocks(store_uri)
+    assert first['blocks'] == first['embedded'] == blocks > 0 and first['already_stored'] == 0
+    assert _vectors(store_uri, first['model']) == (blocks, blocks)
+    assert run(['embed', '--store', store_uri, '--embedding', model]) == 0  # a later run reads them all
+    assert capsys.readouterr().out.startswith(f'0 blocks embedded and stored, {blocks} read as stored: {blocks} of')

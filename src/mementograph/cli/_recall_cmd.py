@@ -5,6 +5,7 @@ from __future__ import annotations
 import argparse
 from dataclasses import asdict
 from datetime import UTC, datetime
+from typing import TYPE_CHECKING
 
 from ..knowledge_graph.dense import DenseIndex
 from ..knowledge_graph.recall import (
@@ -29,6 +30,9 @@ from ._common import (
 )
 from ._progress import progress_bar, wants_progress
 
+if TYPE_CHECKING:
+    from pydantic_ai.embeddings import EmbeddingModel
+
 __all__ = ('register',)
 
 
@@ -38,18 +42,8 @@ def _recall(args: argparse.Namespace) -> int:
         raise CliError(f'--method {method} needs --embedding MODEL (or MEMENTOGRAPH_EMBEDDING_MODEL)', code=2)
     model = load_embedding(args.embedding) if method in DENSE_METHODS else None
     with store_from(args) as store:
-        dense = None
-        if model is not None:  # stored vectors are read, the rest embedded here (and stored, unless told not to)
-            with progress_bar('embedding archived blocks', None, enabled=wants_progress(args.json)) as advance:
-                made = 0
-
-                def embedded(count: int) -> None:
-                    nonlocal made
-                    made += count
-                    advance(count, f'embedding archived blocks: {made} done')
-
-                dense = DenseIndex(model, persist=args.store_vectors, progress=embedded)
-                dense.sync(store, namespace=args.namespace, session_id=args.session)
+        # stored vectors are read, the rest embedded here (and stored, unless told not to)
+        dense = None if model is None else _synced_index(args, store, model, persist=args.store_vectors)[0]
         hits = recall(
             store,
             args.query,
@@ -64,6 +58,47 @@ def _recall(args: argparse.Namespace) -> int:
         )
     data = {'query': args.query, 'method': method, 'hits': [asdict(hit) for hit in hits]}
     emit(args, data, render_recall(hits, args.query, max_chars=1_000_000))
+    return 0
+
+
+def _synced_index(
+    args: argparse.Namespace, store: GraphStore, model: EmbeddingModel, *, persist: bool
+) -> tuple[DenseIndex, int]:
+    """The scope's vectors: those stored read, the others embedded with a progress bar; and how many were made."""
+    made = 0
+    with progress_bar('embedding archived blocks', None, enabled=wants_progress(args.json)) as advance:
+
+        def embedded(count: int) -> None:
+            nonlocal made
+            made += count
+            advance(count, f'embedding archived blocks: {made} done')
+
+        dense = DenseIndex(model, persist=persist, progress=embedded)
+        dense.sync(store, namespace=args.namespace, session_id=args.session)
+    return dense, made
+
+
+def _embed(args: argparse.Namespace) -> int:
+    model = load_embedding(args.embedding)
+    if model is None:
+        raise CliError('embed needs --embedding MODEL (or MEMENTOGRAPH_EMBEDDING_MODEL)', code=2)
+    with store_from(args) as store:
+        dense, made = _synced_index(args, store, model, persist=True)
+        blocks = store.count_blocks(namespace=args.namespace, session_id=args.session)
+    where = f'namespace {args.namespace!r}' + (f', session {args.session!r}' if args.session else '')
+    data = {
+        'model': dense.model_key,
+        'namespace': args.namespace,
+        'session_id': args.session,
+        'blocks': blocks,
+        'embedded': made,
+        'already_stored': len(dense) - made,
+    }
+    text = (
+        f'{made} blocks embedded and stored, {len(dense) - made} read as stored: {len(dense)} of the {blocks} '
+        f'archived blocks of {where} have a vector of {dense.model_key}'
+    )
+    emit(args, data, text)
     return 0
 
 
@@ -137,6 +172,19 @@ def register(commands: argparse._SubParsersAction[argparse.ArgumentParser]) -> N
     parser.add_argument('--since', metavar='TIME', help='only blocks that started at or after this ISO-8601 time')
     parser.add_argument('--until', metavar='TIME', help='only blocks that started before this ISO-8601 time')
     parser.set_defaults(func=_recall)
+
+    embed = commands.add_parser(
+        'embed',
+        help='embed the archived blocks once and store their vectors, so recall by meaning is ready in later runs',
+        description='Embed every archived block of the scope that has no stored vector of this model yet, and store '
+        'the vectors beside the blocks: later `recall --embedding`, `mcp --embedding` and agents with the same '
+        'model read them instead of embedding again. Run it once over a large archive (it shows progress; Ctrl-C '
+        'keeps what is done) before serving it.',
+    )
+    add_store_options(embed)
+    add_embedding_option(embed, 'required')
+    embed.add_argument('--session', help='one session (default: every session of the namespace)')
+    embed.set_defaults(func=_embed)
 
     pages = commands.add_parser('pages', help="a session's paged index, or one page's blocks (--page)")
     add_store_options(pages)
