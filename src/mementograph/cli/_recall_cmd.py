@@ -86,16 +86,17 @@ def _embed(args: argparse.Namespace) -> int:
         dense, made = _synced_index(args, store, model, persist=True)
         blocks = store.count_blocks(namespace=args.namespace, session_id=args.session)
     where = f'namespace {args.namespace!r}' + (f', session {args.session!r}' if args.session else '')
+    stored = len(dense) - made
     data = {
         'model': dense.model_key,
         'namespace': args.namespace,
         'session_id': args.session,
         'blocks': blocks,
         'embedded': made,
-        'already_stored': len(dense) - made,
+        'already_stored': stored,
     }
     text = (
-        f'{made} blocks embedded and stored, {len(dense) - made} read as stored: {len(dense)} of the {blocks} '
+        f'{made} blocks embedded and stored, {stored} read as stored: {len(dense)} of the {blocks} '
         f'archived blocks of {where} have a vector of {dense.model_key}'
     )
     emit(args, data, text)

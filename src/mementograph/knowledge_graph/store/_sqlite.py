@@ -1632,7 +1632,7 @@ class SqliteStore:
                     ).fetchall()
                     postings = [Posting(block_id, count) for block_id, count in rows]  # positional: faster to build
                 elif blocks and limit > 0 and session_id is not None:  # one session's blocks
-                    members = self._session_members(conn, namespace, session_id) if blocks > limit else None
+                    members = self._session_members(conn, session_id, version) if blocks > limit else None
                     if members is None:
                         rows = conn.execute(
                             'SELECT m.source_id, m.count FROM mentions m JOIN blocks b ON b.id = m.source_id '
@@ -1648,14 +1648,17 @@ class SqliteStore:
                 )
         return EntityLookup(total_blocks=int(total), entities=tuple(entities))
 
-    def _session_members(self, conn: sqlite3.Connection, namespace: str, session_id: str) -> frozenset[str] | None:
+    def _session_members(
+        self, conn: sqlite3.Connection, session_id: str, version: tuple[str, int, int]
+    ) -> frozenset[str] | None:
         """The ids of a session's blocks, kept while nothing is written (`None` past `_MEMBERS_MAX` blocks).
 
         A session's postings of a common entity were a join of each of its mentions with its block row, to read
         the block's session: ~8 ms of a recall in one session of a 100k-block store. Filtered against these ids,
         the by-entity index alone answers; the ids come off `blocks_scope` (format 7), not the block rows.
         """
-        key = (namespace, session_id, *_version(conn))
+        namespace = version[0]
+        key = (namespace, session_id, *version[1:])  # `version`: the caller's `_version` read, once per lookup
         cached = self._members_cache.get(key)
         if cached is not None or key in self._members_cache:
             return cached
