@@ -90,7 +90,7 @@ def test_block_without_commands() -> None:
     block = block_of([user('What is the default port of PostgreSQL?'), say(answer)])
     memento = ExtractiveCompressor(counter=COUNTER).extract(block)
     # a block of prose turns only is a conversation: the dialogue path keeps sentences with their speaker
-    assert memento.splitlines()[0].startswith('RESULT: assistant: It listens on port 5432 by default.')
+    assert memento.splitlines()[0].startswith('assistant: It listens on port 5432 by default.')
     assert memento.count('The port is set in postgresql.conf and can be changed.') == 1
     assert RubricJudge(counter=COUNTER).check(block, memento).passed
 

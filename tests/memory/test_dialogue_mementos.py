@@ -59,11 +59,10 @@ def memento() -> str:
 
 def test_dialogue_memento_keeps_both_speakers_facts_with_absolute_dates(memento: str) -> None:
     lines = memento.splitlines()
-    assert lines[0].startswith('RESULT: ')
     assert 'Caroline: I went to a LGBTQ support group yesterday (7 May 2023) and it was so powerful.' in memento
     assert 'Melanie: I ran a charity race for mental health last Saturday (the Saturday before 8 May 2023)' in memento
-    # every line is one speaker's verbatim sentences, in turn order
-    assert all(line.removeprefix('RESULT: ').startswith(('Caroline: ', 'Melanie: ')) for line in lines)
+    # every line is one speaker's verbatim sentences, in turn order, with no `RESULT:` label (no outcome to lead)
+    assert all(line.startswith(('Caroline: ', 'Melanie: ')) for line in lines)
     assert memento.index('Caroline: I went') < memento.index('Melanie: I ran')
 
 
@@ -118,9 +117,22 @@ def test_role_is_the_speaker_when_turns_are_unnamed() -> None:
     )
     assert is_dialogue(block)
     memento = ExtractiveCompressor(counter=COUNTER).extract(block)
-    assert memento.startswith('RESULT: ')
+    assert memento.startswith(('user: ', 'assistant: '))
     assert 'assistant: ' in memento and '14 tables' in memento
     assert RubricJudge(counter=COUNTER).check(block, memento).passed
+
+
+def test_a_dialogue_memento_leads_with_a_speaker_of_its_block() -> None:
+    block = chat()
+    judge = RubricJudge(counter=COUNTER)
+    line = 'Caroline: I went to a LGBTQ support group yesterday (7 May 2023) and it was so powerful.'
+    assert judge.check(block, line).dimensions['result_first'] == 1.0
+    assert judge.check(block, f'RESULT: {line}').dimensions['result_first'] == 1.0
+    # a line of nobody in the block, or an agent trace's memento without its label, does not lead
+    stranger = judge.check(block, line.replace('Caroline', 'Bob'))
+    assert stranger.dimensions['result_first'] == 0.0 and 'a line of one of its speakers' in stranger.feedback
+    trace = debugging_block(COUNTER)
+    assert judge.check(trace, 'assistant: the fix works').dimensions['result_first'] == 0.0
 
 
 def test_agent_trace_blocks_are_not_dialogue() -> None:

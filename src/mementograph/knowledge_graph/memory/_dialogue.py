@@ -8,7 +8,10 @@ scored by what it adds -- content words, names, numbers and dates not already pi
 praise and questions that state nothing scoring nothing. The best sentences per token are picked within the size
 target, sentences holding a must-keep fact (numbers, paths, ...) or a fact the judge named first. They are written
 verbatim, in turn order, one line per turn prefixed by its speaker (the `Name: ` the turn starts with, else its
-role), the first line labelled `RESULT:`.
+role). A conversation has no outcome to lead with, so there is no `RESULT:` label: the speaker's line is the lead
+(`opens_with_speaker`). Without the label LoCoMo's mementos shrink from 24.1% to 22.8% of the dialogue with the same
+answer retention (0.342) and recall; spending the saved tokens on sentences instead (a 0.23 budget: 0.356 at 24.8%)
+cost LongMemEval_S one question of 12 at recall_all@5, as larger mementos shift the full-text ranking.
 
 Relative dates are anchored (`_dates`): "yesterday" becomes "yesterday (7 May 2023)", resolved against the
 message's own timestamp. The judge derives the same anchors from the same messages (`derived_anchors`) and accepts
@@ -32,7 +35,7 @@ from ._dates import MONTHS, TimeZone, anchor_text, find_anchors, in_zone
 from ._facts import MUST_KEEP_KINDS, Fact, critical_facts, fact_present
 from ._render import is_observation
 
-__all__ = ('derived_anchors', 'dialogue_memento', 'is_dialogue', 'strip_derived_anchors')
+__all__ = ('derived_anchors', 'dialogue_memento', 'is_dialogue', 'opens_with_speaker', 'strip_derived_anchors')
 
 _SPEAKER: Final = re.compile(r"^([A-Z][\w'.-]{0,30}(?: [A-Z][\w'.-]{0,30}){0,2}): (?=\S)")
 _FENCE: Final = re.compile(r'^[ \t]*(?:`{3,}|~{3,})', re.MULTILINE)
@@ -366,5 +369,11 @@ def _render(turns: Sequence[_Turn], units: Sequence[_Unit], selected: dict[int, 
             lines.append(f'{turns[unit.turn].speaker}: {unit.text}')
         else:
             lines[-1] += f' {unit.text}'
-    lines[0] = f'RESULT: {lines[0]}'
     return '\n'.join(lines)
+
+
+def opens_with_speaker(block: BlockInput, memento: str) -> bool:
+    """Whether `memento`'s first line is a line of one of the block's speakers (`Name: ...`, or the role when the
+    turns carry no names): how a dialogue memento leads, where an agent trace's leads with `RESULT:`."""
+    first = next((line.strip() for line in memento.splitlines() if line.strip()), '')
+    return any(first.startswith(f'{turn.speaker}: ') for turn in _turns(block.messages, block.zone))

@@ -10,10 +10,11 @@ first 0-1, with deductions of 2 points for any missing must-keep fact and 2 for 
   missing, while identifiers, URLs and short output lines only cost their share of a dimension; anything in the
   memento that is not in the block -- a fact (path, number, identifier, exit code, ...) or a code-shaped token
   (with a digit, `_`, `/`, an inner `.` or an inner capital) -- zeroes "no hallucination" and costs the deduction.
-  Plain English words are not checked (paraphrase is allowed for prose). A memento that is not shorter than its
-  block never passes. Date anchors a dialogue memento adds ("yesterday (7 May 2023)", `_dialogue`) are accepted
-  exactly as the resolver derives them from the block's messages and timestamps; any other date-shaped
-  parenthesis that the block does not hold counts as invented.
+  Plain English words are not checked (paraphrase is allowed for prose). A conversation's memento may lead with a
+  line of one of its speakers instead of `RESULT:` (a conversation has no outcome; `_dialogue`), which "result
+  first" accepts. A memento that is not shorter than its block never passes. Date anchors a dialogue memento adds
+  ("yesterday (7 May 2023)", `_dialogue`) are accepted exactly as the resolver derives them from the block's
+  messages and timestamps; any other date-shaped parenthesis that the block does not hold counts as invented.
 - `LLMJudge` asks any pydantic-ai model for the same six scores plus what is missing or invented: it can judge
   what words cannot be matched for (a wrong claim, process narrative, a paraphrased formula).
 - `CombinedJudge` takes, per dimension, the lower of the two scores, keeps the rubric's deductions, and passes
@@ -37,7 +38,7 @@ from pydantic_ai.settings import ModelSettings
 from ..._tokens import TokenCounter
 from ._block import BlockInput, actions_for
 from ._compress import _model_name
-from ._dialogue import strip_derived_anchors
+from ._dialogue import is_dialogue, opens_with_speaker, strip_derived_anchors
 from ._facts import MUST_KEEP_KINDS, command_facts, critical_facts, exit_codes_in, fact_present
 from ._usage import record_usage
 
@@ -171,7 +172,9 @@ class RubricJudge:
         invented = self._invented(block, memento)
         dimensions['no_hallucination'] = 0.0 if invented else 1.0
         first_line = next((line for line in memento.splitlines() if line.strip()), '')
-        dimensions['result_first'] = 1.0 if _RESULT_FIRST.match(first_line.strip()) else 0.0
+        dialogue = is_dialogue(block)
+        leads = bool(_RESULT_FIRST.match(first_line.strip())) or (dialogue and opens_with_speaker(block, memento))
+        dimensions['result_first'] = 1.0 if leads else 0.0
 
         missing = [f'{fact.kind}: {fact.text}' for fact in facts if not kept[fact]]
         missing.extend(missing_pairs)
@@ -189,7 +192,10 @@ class RubricJudge:
         if size_problem:
             lines.append(f'SIZE: {size_problem}')
         if not dimensions['result_first']:
-            lines.append('RESULT: start with a line "RESULT: <the outcome of the block>".')
+            lines.append(
+                'RESULT: start with a line "RESULT: <the outcome of the block>"'
+                + (' or, in this conversation, with a line of one of its speakers ("Name: ...").' if dialogue else '.')
+            )
         lines.extend(_listed('MISSING (copy verbatim from the block):', missing))
         lines.extend(_listed('INVENTED (not in the block; remove, or quote the block exactly):', invented))
         return Verdict(score, passed, dimensions, tuple(missing), tuple(invented), '\n'.join(lines), self.name)
