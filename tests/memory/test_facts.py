@@ -154,3 +154,20 @@ def test_render_block_heads_each_part_and_quotes_shell_commands_raw() -> None:
     assert facts['read_file({"path":"src/app.py"})'] == 'command'
     assert facts['grep -c "def " src/app.py'] == 'command'
     assert facts['12'] == 'output'
+
+
+def test_a_fact_cut_from_a_long_line_is_found_in_that_line() -> None:
+    # a real failing test line (django-16950): its only space is too early to cut at, so the 160-character limit
+    # fell inside the dotted name, and the cut fact matched nowhere -- not even the line it was cut from
+    test = 'test_deleting_inline_with_protected_delete_does_not_validate'
+    line = f'ERROR: {test} (admin_inlines.tests.TestInlineProtectedOnDelete.{test})'
+    for text in (line, f'ERROR: {"x" * 200}', f'ERROR: {"a/" * 120}end'):
+        output = f'{"=" * 70}\n{text}\n{"-" * 70}\nTraceback (most recent call last):\n'
+        rendered = render_block([bash('./runtests.py admin_inlines', 'c1'), observation('c1', output, 1)])
+        cut = [fact for fact in critical_facts(rendered) if text.startswith(fact.text) and fact.text != text]
+        assert cut and all(len(fact.text) <= 160 for fact in cut)
+        assert all(fact_present(fact, text) and fact_present(fact, rendered) for fact in cut)
+    # cut after a separator of the name: a memento copying the whole line carries it
+    rendered = render_block([bash('./runtests.py', 'c1'), observation('c1', f'{line}\n', 1)])
+    (fact,) = (f for f in critical_facts(rendered) if line.startswith(f.text) and f.text != line)
+    assert fact.text.endswith('.') and fact_present(fact, f'RESULT: failed\n{line}')

@@ -213,13 +213,23 @@ _DIFF_HEADER = re.compile(r'^diff --git a/(\S+) b/\S+')
 
 
 def _cut(text: str) -> str:
-    """A fact is one line, at most `MAX_FACT_CHARS`: longer lines keep a verbatim prefix ending at a word."""
+    """A fact is one line, at most `MAX_FACT_CHARS`: longer lines keep a verbatim prefix ending at a word, else
+    after a separator (`.`, `/`, `(`, ...) of a long name, so the prefix still ends where a word of its own line
+    does: a prefix cut inside a word never matched the line it came from at a word boundary (`fact_present`)."""
     text = text.strip()
     if len(text) <= MAX_FACT_CHARS:
         return text
     head = text[:MAX_FACT_CHARS]
     space = head.rfind(' ')
-    return (head[:space] if space >= MAX_FACT_CHARS // 2 else head).rstrip()
+    if space >= MAX_FACT_CHARS // 2:
+        return head[:space].rstrip()
+    separator = max(head.rfind(char) for char in _SEPARATORS)
+    if separator >= MAX_FACT_CHARS // 2:
+        return head[: separator + 1]
+    return head  # one word longer than the limit: `fact_present` takes a prefix of that length
+
+
+_SEPARATORS: Final = './\\:(-=,[<'
 
 
 class _Collector:
@@ -535,7 +545,9 @@ def exit_codes_in(text: str) -> set[int]:
 
 def _verbatim_pattern(text: str) -> re.Pattern[str]:
     start = r'(?<![\w])' if text[:1].isalnum() or text[:1] == '_' else ''
-    end = r'(?![\w])' if text[-1:].isalnum() or text[-1:] == '_' else ''
+    # a fact of the full length may be a word cut at the limit (`_cut`): it ends where the cut did
+    cut = len(text) >= MAX_FACT_CHARS
+    end = r'(?![\w])' if (text[-1:].isalnum() or text[-1:] == '_') and not cut else ''
     return re.compile(start + re.escape(text) + end)
 
 
