@@ -7,12 +7,16 @@ from dataclasses import replace
 from datetime import UTC, datetime, timedelta, timezone, tzinfo
 
 import pytest
-from pydantic_ai.messages import ModelMessage, ModelRequest, ModelResponse, TextPart, UserPromptPart
+from pydantic_ai.messages import ModelMessage, ModelRequest, ModelResponse, TextPart, ToolCallPart, UserPromptPart
+from pydantic_ai.models.function import AgentInfo, FunctionModel
 
 from mementograph._tokens import TokenCounter
 from mementograph.knowledge_graph.memory import (
+    DIMENSIONS,
     BlockInput,
     ExtractiveCompressor,
+    LLMCompressor,
+    LLMJudge,
     MementoEngine,
     RubricJudge,
     time_zone,
@@ -217,3 +221,31 @@ def test_time_zone_settings() -> None:
         time_zone('Mars/Olympus_Mons')
     late = datetime(2023, 5, 8, 23, 30, tzinfo=UTC)
     assert in_zone(late, None) is late and in_zone(late.replace(tzinfo=None), paris).day == 8  # naive: as it is
+
+
+async def test_llm_compressor_and_judge_read_a_conversation_with_its_dates_resolved() -> None:
+    prompts: list[str] = []
+
+    def model(messages: list[ModelMessage], info: AgentInfo) -> ModelResponse:
+        prompts.append(str(messages[-1].parts[-1].content))  # type: ignore[union-attr]
+        if '<memento>' in prompts[-1]:  # the judge's request
+            args: dict[str, object] = dict.fromkeys(DIMENSIONS, 0) | {'missing': [], 'invented': [], 'feedback': ''}
+        else:
+            args = {'result': 'Caroline: went to a LGBTQ support group yesterday (7 May 2023).'}
+        return ModelResponse(parts=[ToolCallPart(info.output_tools[0].name, args)])
+
+    block = chat()
+    memento = await LLMCompressor(FunctionModel(model)).compress(block)
+    # the model read the turns with their speakers and the dates it may copy, not the undated rendering
+    assert 'Caroline: I went to a LGBTQ support group yesterday (7 May 2023) and it was so powerful.' in prompts[0]
+    assert 'yesterday (7 May 2023)' not in block.text and 'resolved for you' in prompts[0]
+    # a copied anchor is the resolver's own: the rubric accepts it, where a date of the model's making is invented
+    judge = RubricJudge(counter=COUNTER)
+    assert judge.check(block, memento).invented == ()
+    assert judge.check(block, memento.replace('7 May', '6 May')).invented != ()
+    await LLMJudge(FunctionModel(model)).judge(block, memento)
+    assert 'yesterday (7 May 2023)' in prompts[-1] and '<memento>' in prompts[-1]
+    # an agent trace is read as rendered
+    trace = debugging_block(COUNTER)
+    await LLMCompressor(FunctionModel(model)).compress(trace)
+    assert trace.text in prompts[-1] and 'resolved for you' not in prompts[-1]

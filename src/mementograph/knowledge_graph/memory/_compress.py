@@ -26,7 +26,7 @@ from pydantic_ai.settings import ModelSettings
 
 from ..._tokens import TokenCounter
 from ._block import BlockInput, actions_for
-from ._dialogue import dialogue_memento, is_dialogue
+from ._dialogue import dialogue_memento, is_dialogue, model_view
 from ._facts import Fact, command_facts, critical_facts, fact_present, output_facts
 from ._render import Action, Region, parse_regions
 from ._usage import record_usage
@@ -476,6 +476,13 @@ Rules:
 """
 
 
+_DIALOGUE_GUIDANCE: Final = """\
+This block is a conversation. Keep who said what (name the speaker of each fact), and the facts the speakers state
+about themselves and others: events, plans, names, places, numbers, preferences; drop greetings, thanks and praise.
+A date in parentheses after a relative expression ("yesterday (7 May 2023)") is resolved for you from the message's
+time: copy the expression with its date exactly as written, and add no other dates."""
+
+
 @dataclass
 class LLMCompressor:
     """Compresses with any pydantic-ai model, asking for a structured `MementoDraft` (async, one run per call)."""
@@ -518,9 +525,11 @@ class LLMCompressor:
             CompressionError: The model failed, or its output did not validate after pydantic-ai's retries.
         """
         target = max(16, int(block.tokens * self.target_ratio))
+        dialogue = is_dialogue(block)
         prompt = [
             *([f'<context>\n{block.context}\n</context>'] if block.context else []),
-            f'<block tokens="{block.tokens}">\n{block.text}\n</block>',
+            f'<block tokens="{block.tokens}">\n{model_view(block)}\n</block>',
+            *([_DIALOGUE_GUIDANCE] if dialogue else []),
             f'Write the memento for this block in at most {target} tokens.',
         ]
         if previous is not None:

@@ -35,7 +35,14 @@ from ._dates import MONTHS, TimeZone, anchor_text, find_anchors, in_zone
 from ._facts import MUST_KEEP_KINDS, Fact, critical_facts, fact_present
 from ._render import is_observation
 
-__all__ = ('derived_anchors', 'dialogue_memento', 'is_dialogue', 'opens_with_speaker', 'strip_derived_anchors')
+__all__ = (
+    'derived_anchors',
+    'dialogue_memento',
+    'is_dialogue',
+    'model_view',
+    'opens_with_speaker',
+    'strip_derived_anchors',
+)
 
 _SPEAKER: Final = re.compile(r"^([A-Z][\w'.-]{0,30}(?: [A-Z][\w'.-]{0,30}){0,2}): (?=\S)")
 _FENCE: Final = re.compile(r'^[ \t]*(?:`{3,}|~{3,})', re.MULTILINE)
@@ -177,6 +184,19 @@ def derived_anchors(messages: Sequence[ModelMessage], zone: TimeZone = None) -> 
         for _, text, stamp in _prose(messages, zone)
         if stamp is not None
         for anchor in find_anchors(text, stamp)
+    )
+
+
+def model_view(block: BlockInput) -> str:
+    """What an LLM compressor or judge reads of a block: its rendered text, or for a conversation its turns as
+    `Speaker: text` lines with each relative date followed by its anchor ("yesterday (7 May 2023)"). The rendered
+    block carries no timestamps: a compressing model could not date "yesterday" itself (a date it worked out
+    another way is one the rubric cannot check), and a judging model would take the anchors of a dialogue memento
+    for inventions."""
+    if not is_dialogue(block):
+        return block.text
+    return '\n'.join(
+        f'{turn.speaker}: {anchor_text(turn.body, turn.stamp)}' for turn in _turns(block.messages, block.zone)
     )
 
 

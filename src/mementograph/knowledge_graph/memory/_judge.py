@@ -38,7 +38,7 @@ from pydantic_ai.settings import ModelSettings
 from ..._tokens import TokenCounter
 from ._block import BlockInput, actions_for
 from ._compress import _model_name
-from ._dialogue import is_dialogue, opens_with_speaker, strip_derived_anchors
+from ._dialogue import is_dialogue, model_view, opens_with_speaker, strip_derived_anchors
 from ._facts import MUST_KEEP_KINDS, command_facts, critical_facts, exit_codes_in, fact_present
 from ._usage import record_usage
 
@@ -290,7 +290,10 @@ alone. Score it against the block on this rubric:
 - methods 0-2: commands (verbatim), files, functions and approaches named;
 - validation 0-1: test outcomes, exit codes and errors kept;
 - no_hallucination 0-1: 1 only if every claim in the memento is supported by the block;
-- result_first 0-1: 1 if the memento opens with the outcome, not with process narrative.
+- result_first 0-1: 1 if the memento opens with the outcome, not with process narrative (in a conversation, with
+  a speaker's statement).
+A date in parentheses after a relative expression in a conversation ("yesterday (7 May 2023)") was resolved from
+the message's time: it is supported by the block.
 List exactly what is missing (verbatim from the block) and what is invented. Be strict: a missing critical value
 or command outcome is a failure.
 """
@@ -338,7 +341,7 @@ class LLMJudge:
         prompt = '\n\n'.join(
             [
                 *([f'<context>\n{block.context}\n</context>'] if block.context else []),
-                f'<block>\n{block.text}\n</block>',
+                f'<block>\n{model_view(block)}\n</block>',
                 f'<memento>\n{memento}\n</memento>',
             ]
         )
