@@ -13,6 +13,7 @@ from mementograph.cli._common import CliError
 from mementograph.eval import (
     ALL_METHODS,
     EVAL_METHODS,
+    EngineSpec,
     evaluate_locomo,
     evaluate_longmemeval,
     format_table,
@@ -101,3 +102,33 @@ def test_dense_methods_in_both_evaluators(
     data = json.loads(capsys.readouterr().out)
     assert data['methods'] == ['dense', 'hybrid'] and data['embedding_model'] == model.model_name
     assert data['seconds_embed'] > 0
+
+
+def test_mementos_written_and_judged_by_a_model(
+    locomo_slice: Path, longmemeval_oracle: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    parser = argparse.ArgumentParser()
+    _eval_cmd.register(parser.add_subparsers())
+    # pydantic-ai's `test` model stands for any model name (`openai:gpt-4o-mini`, ...)
+    models = ['--compressor', 'test', '--judge', 'test']
+    args = parser.parse_args(
+        ['eval', 'locomo', str(locomo_slice), '--methods', 'bm25', *models, '--json', '--workers', '1']
+    )
+    assert args.func(args) == 0
+    data = json.loads(capsys.readouterr().out)
+    assert (data['compressor'], data['judge']) == ('llm:test', 'rubric+llm:test')
+    assert data['usage_tokens'] > 0 and data['mementos'] > 0
+    default = evaluate_locomo(locomo_slice, methods=('bm25',), workers=1)
+    assert (default.compressor, default.judge, default.usage_tokens) == ('extractive', 'rubric', 0)
+    mementos = {r['source']: r for r in data['answer_retention']}['mementos']
+    assert mementos['size_ratio'] != {r.name: r for r in default.retention}['mementos'].size_ratio
+    # worker processes build the same engine from the names
+    pooled = evaluate_longmemeval(
+        longmemeval_oracle, limit=3, workers=2, methods=('bm25',), engine=EngineSpec(compressor='test')
+    )
+    assert pooled.compressor == 'llm:test' and pooled.usage_tokens > 0
+    for option in ('--compressor', '--judge'):
+        bad = parser.parse_args(['eval', 'locomo', str(locomo_slice), option, 'nosuchprovider:model'])
+        with pytest.raises(CliError, match=f'{option} nosuchprovider:model: .*nosuchprovider') as raised:
+            bad.func(bad)
+        assert raised.value.code == 2

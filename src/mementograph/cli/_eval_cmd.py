@@ -12,6 +12,7 @@ from pydantic_ai.embeddings import EmbeddingModel
 from ..eval import (
     ALL_METHODS,
     EVAL_METHODS,
+    EngineSpec,
     LocomoReport,
     LongMemEvalReport,
     default_workers,
@@ -80,12 +81,14 @@ def _locomo(args: argparse.Namespace) -> int:
             limit=args.limit,
             workers=args.workers,
             embedding=_embedding(args),
+            engine=_engine(args),
         )
     text = '\n\n'.join(format_table(table) for table in locomo_tables(report))
     text += (
         f'\n\n{report.conversations} conversations, {report.turns} turns, {report.blocks} blocks '
         f'({report.verified} verified mementos), {report.dialogue_tokens} dialogue tokens; '
         f'ingest {report.seconds_ingest:.1f} s{_embedded(report)}, retrieval {report.seconds_retrieval:.1f} s'
+        f'{_written_by(report)}'
     )
     emit(args, report.to_json(), text)
     return 0
@@ -111,15 +114,37 @@ def _longmemeval(args: argparse.Namespace) -> int:
             limit=args.limit,
             workers=args.workers,
             embedding=_embedding(args),
+            engine=_engine(args),
         )
     text = '\n\n'.join(format_table(table) for table in longmemeval_tables(report))
     text += (
         f'\n\n{report.questions["overall"]} questions ({report.abstention_excluded} abstention questions excluded), '
         f'{report.sessions} sessions, {report.turns} turns, {report.blocks} blocks, {report.dialogue_tokens} tokens; '
         f'ingest {report.seconds_ingest:.1f} s{_embedded(report)}, retrieval {report.seconds_retrieval:.1f} s'
+        f'{_written_by(report)}'
     )
     emit(args, report.to_json(), text)
     return 0
+
+
+def _engine(args: argparse.Namespace) -> EngineSpec:
+    """The models asked for, each checked before any ingest: a misspelt name or a missing API key would otherwise
+    surface as blocks without mementos."""
+    from pydantic_ai.models import infer_model
+
+    for option, name in (('--compressor', args.compressor), ('--judge', args.judge)):
+        if name is not None:
+            try:
+                infer_model(name)
+            except Exception as exc:
+                raise CliError(f'{option} {name}: {exc}', code=2) from exc
+    return EngineSpec(compressor=args.compressor, judge=args.judge)
+
+
+def _written_by(report: LocomoReport | LongMemEvalReport) -> str:
+    if report.compressor == 'extractive' and report.judge == 'rubric':
+        return ''
+    return f'; mementos by {report.compressor}, judged by {report.judge}: {report.usage_tokens} LLM tokens'
 
 
 def _common(parser: argparse.ArgumentParser, ks: Sequence[int]) -> None:
@@ -134,7 +159,19 @@ def _common(parser: argparse.ArgumentParser, ks: Sequence[int]) -> None:
     add_embedding_option(parser, 'adds the methods dense and hybrid')
     parser.add_argument('--limit', type=int, help='only the first N conversations / questions (a quick look)')
     parser.add_argument(
-        '--workers', type=int, default=default_workers(), help='processes for ingest (default: %(default)s)'
+        '--compressor',
+        metavar='MODEL',
+        help='write the mementos with this pydantic-ai model (LLMCompressor), e.g. openai:gpt-4o-mini; '
+        'default: the extractive compressor (no LLM)',
+    )
+    parser.add_argument(
+        '--judge', metavar='MODEL', help='judge them with the rubric and this model too (CombinedJudge)'
+    )
+    parser.add_argument(
+        '--workers',
+        type=int,
+        default=default_workers(),
+        help="processes for ingest (default: %(default)s; each sends a session's blocks to a model at once)",
     )
     parser.add_argument('--json', action='store_true', help='print JSON instead of tables')
 

@@ -35,8 +35,12 @@ from ..knowledge_graph import (
 from ..knowledge_graph.entities import mentions_for
 from ..knowledge_graph.memory import (
     BlockInput,
+    CombinedJudge,
     CompressionError,
     ExtractiveCompressor,
+    Judge,
+    LLMCompressor,
+    LLMJudge,
     MementoEngine,
     MementoResult,
     RubricJudge,
@@ -51,6 +55,7 @@ __all__ = (
     'DIALOGUE_MIN_TOKENS',
     'Dialogue',
     'DialogueIngestor',
+    'EngineSpec',
     'IngestedBlock',
     'IngestedDialogue',
     'Segment',
@@ -63,6 +68,35 @@ DIALOGUE_MIN_TOKENS: Final = 100
 """Blocks of dialogue close at the first turn boundary past this size: two to four chat turns, or one
 question with its answer. Small blocks keep a recalled block about one thing."""
 DIALOGUE_MAX_TOKENS: Final = 1_500
+
+
+@dataclass(frozen=True)
+class EngineSpec:
+    """Which models write and judge the mementos at ingest, by name, so that worker processes build the same engine.
+
+    The defaults need no model: the extractive compressor and the rubric judge, what the capability uses by default.
+    With a model the benchmark measures what that model's mementos keep (answer retention) and find (recall).
+    """
+
+    compressor: str | None = None
+    """A pydantic-ai model name for `LLMCompressor` (e.g. `'openai:gpt-4o-mini'`); `None`: extractive."""
+    judge: str | None = None
+    """A model name for `CombinedJudge(RubricJudge(), LLMJudge(model))`; `None`: the rubric alone."""
+
+    def engine(self, counter: TokenCounter) -> MementoEngine:
+        judge: Judge = RubricJudge(counter=counter)
+        if self.judge is not None:
+            judge = CombinedJudge(rubric=RubricJudge(counter=counter), llm=LLMJudge(self.judge))
+        compressor = (
+            ExtractiveCompressor(counter=counter) if self.compressor is None else LLMCompressor(self.compressor)
+        )
+        return MementoEngine(compressor=compressor, judge=judge, counter=counter)
+
+    @property
+    def names(self) -> tuple[str, str]:
+        """`(compressor, judge)` as a report names them."""
+        compressor = 'extractive' if self.compressor is None else f'llm:{self.compressor}'
+        return compressor, 'rubric' if self.judge is None else f'rubric+llm:{self.judge}'
 
 
 @dataclass(frozen=True)
@@ -116,6 +150,8 @@ class IngestedDialogue:
     evictions: tuple[Eviction, ...]
     turns: int
     dialogue_tokens: int
+    usage_tokens: int = 0
+    """LLM tokens the engine spent on this dialogue's mementos (0 for the extractive compressor and rubric)."""
 
 
 def _message(turn: Turn, index: int) -> ModelMessage:
@@ -147,11 +183,7 @@ class DialogueIngestor:
 
     def __post_init__(self) -> None:
         if self.engine is None:
-            self.engine = MementoEngine(
-                compressor=ExtractiveCompressor(counter=self.counter),
-                judge=RubricJudge(counter=self.counter),
-                counter=self.counter,
-            )
+            self.engine = EngineSpec().engine(self.counter)
 
     async def ingest(self, store: GraphStore, dialogue: Dialogue) -> IngestedDialogue:
         """Segment, compress, link and write `dialogue` as session `dialogue.session_id` of `store`."""
@@ -162,6 +194,7 @@ class DialogueIngestor:
         evictions: list[Eviction] = []
         ingested: list[IngestedBlock] = []
         tokens_total = 0
+        usage_tokens = 0
         for segment in dialogue.segments:
             start = len(messages)
             segment_messages = [_message(turn, start + i) for i, turn in enumerate(segment.turns)]
@@ -197,6 +230,7 @@ class DialogueIngestor:
                 mentions.extend(mentions_for(block.id, block.text))
                 memento: MementoRecord | None = None
                 if result is not None:
+                    usage_tokens += result.usage_tokens
                     memento = result.as_record(
                         id=memento_id_for(self.namespace, session_id, [block.id]),
                         session_id=session_id,
@@ -260,6 +294,7 @@ class DialogueIngestor:
             evictions=tuple(evictions),
             turns=len(messages),
             dialogue_tokens=tokens_total,
+            usage_tokens=usage_tokens,
         )
 
     async def _memento(self, block: BlockInput) -> MementoResult | None:
@@ -277,20 +312,40 @@ class DialogueIngestor:
 
 
 _WORKER: DialogueIngestor | None = None
+_WORKER_SETTINGS: tuple[str, int, int, EngineSpec] | None = None
+_CHUNK: Final = 4
+"""Dialogues a worker process ingests per task (in one event loop: a model's HTTP client outlives no loop)."""
 
 
-def _ingest_in_worker(dialogue: Dialogue, settings: tuple[str, int, int]) -> IngestedDialogue:
-    global _WORKER
-    namespace, min_tokens, max_tokens = settings
-    if _WORKER is None or (_WORKER.namespace, _WORKER.min_tokens, _WORKER.max_tokens) != settings:
+def _ingest_in_worker(
+    dialogues: Sequence[Dialogue], settings: tuple[str, int, int, EngineSpec]
+) -> list[IngestedDialogue]:
+    global _WORKER, _WORKER_SETTINGS
+    namespace, min_tokens, max_tokens, spec = settings
+    if _WORKER is None or settings != _WORKER_SETTINGS:
+        counter = TokenCounter()
         _WORKER = DialogueIngestor(
-            namespace=namespace, min_tokens=min_tokens, max_tokens=max_tokens, log_messages=False
+            counter=counter,
+            engine=spec.engine(counter),
+            namespace=namespace,
+            min_tokens=min_tokens,
+            max_tokens=max_tokens,
+            log_messages=False,
         )
-    store = open_store('memory://')
-    try:
-        return asyncio.run(_WORKER.ingest(store, dialogue))
-    finally:
-        store.close()
+        _WORKER_SETTINGS = settings
+    worker = _WORKER
+
+    async def ingest() -> list[IngestedDialogue]:
+        out: list[IngestedDialogue] = []
+        for dialogue in dialogues:
+            store = open_store('memory://')
+            try:
+                out.append(await worker.ingest(store, dialogue))
+            finally:
+                store.close()
+        return out
+
+    return asyncio.run(ingest())
 
 
 def ingest_all(
@@ -300,22 +355,26 @@ def ingest_all(
     namespace: str = DEFAULT_NAMESPACE,
     min_tokens: int = DIALOGUE_MIN_TOKENS,
     max_tokens: int = DIALOGUE_MAX_TOKENS,
+    engine: EngineSpec | None = None,
 ) -> list[IngestedDialogue]:
     """The engine's work for many dialogues, in `workers` processes, each dialogue in a private in-memory store.
 
     A dialogue is its own session, so what it becomes (blocks, mementos, mentions, pages) does not depend on other
     sessions: the returned writes are exactly what `DialogueIngestor.ingest` would write, ready for `replay`.
-    The session log is left out (`log_messages=False`): benchmarks do not read it.
+    The session log is left out (`log_messages=False`): benchmarks do not read it. `engine` names the models
+    that write and judge the mementos (default: none, the extractive compressor and the rubric).
     """
-    settings = (namespace, min_tokens, max_tokens)
+    settings = (namespace, min_tokens, max_tokens, engine or EngineSpec())
     if workers <= 1 or len(dialogues) < 2:
-        return [_ingest_in_worker(dialogue, settings) for dialogue in dialogues]
+        return _ingest_in_worker(dialogues, settings)
     import multiprocessing
     from concurrent.futures import ProcessPoolExecutor
 
+    chunks = [dialogues[i : i + _CHUNK] for i in range(0, len(dialogues), _CHUNK)]
     context = multiprocessing.get_context('fork' if 'fork' in multiprocessing.get_all_start_methods() else 'spawn')
     with ProcessPoolExecutor(max_workers=workers, mp_context=context) as pool:
-        return list(pool.map(_ingest_in_worker, dialogues, [settings] * len(dialogues), chunksize=4))
+        done = pool.map(_ingest_in_worker, chunks, [settings] * len(chunks))
+        return [dialogue for chunk in done for dialogue in chunk]
 
 
 def default_workers() -> int:

@@ -34,7 +34,7 @@ from .._tokens import TokenCounter
 from ..knowledge_graph.recall import DENSE_METHODS, Method, rank_blocks
 from ..knowledge_graph.store import open_store
 from ._common import Table, dense_index, key_weights, methods_for, order_turns, query_keys, text_keys
-from ._ingest import Dialogue, DialogueIngestor, IngestedDialogue, Segment, Turn, ingest_all
+from ._ingest import Dialogue, DialogueIngestor, EngineSpec, IngestedDialogue, Segment, Turn, ingest_all
 from ._metrics import evidence_recall, retains_answer
 
 __all__ = (
@@ -203,10 +203,18 @@ class LocomoReport:
     """The model of the dense methods, when they ran."""
     seconds_embed: float = 0.0
     """Embedding every block (dense methods only)."""
+    compressor: str = 'extractive'
+    """What wrote the mementos (`llm:MODEL` with `EngineSpec.compressor`)."""
+    judge: str = 'rubric'
+    usage_tokens: int = 0
+    """LLM tokens spent writing and judging the mementos (0 without a model)."""
 
     def to_json(self) -> dict[str, Any]:
         return {
             'path': self.path,
+            'compressor': self.compressor,
+            'judge': self.judge,
+            'usage_tokens': self.usage_tokens,
             'embedding_model': self.embedding_model,
             'seconds_embed': round(self.seconds_embed, 2),
             'ks': list(self.ks),
@@ -251,6 +259,7 @@ def evaluate_locomo(
     counter: TokenCounter | None = None,
     workers: int = 1,
     embedding: EmbeddingModel | str | None = None,
+    engine: EngineSpec | None = None,
 ) -> LocomoReport:
     """Ingest every conversation through the engine into one store, then score every method on every question.
 
@@ -263,8 +272,11 @@ def evaluate_locomo(
         counter: token counter (default o200k).
         workers: processes for the engine's work at ingest.
         embedding: an embedding model (or its name, `onnx:PATH` for a local one) for `dense` and `hybrid`.
+        engine: the models that write and judge the mementos (default: the extractive compressor and rubric).
     """
     import time
+
+    engine = engine or EngineSpec()
 
     methods = methods_for(methods, embedding)
     counter = counter or TokenCounter()
@@ -273,7 +285,7 @@ def evaluate_locomo(
     store = open_store(store_uri)
     started = time.perf_counter()
     try:
-        ingested = ingest_all([sample.dialogue for sample in samples], workers=workers)
+        ingested = ingest_all([sample.dialogue for sample in samples], workers=workers, engine=engine)
         for dialogue in ingested:
             DialogueIngestor.replay(store, dialogue)
         ingest_seconds = time.perf_counter() - started
@@ -330,6 +342,9 @@ def evaluate_locomo(
         seconds_retrieval=retrieval_seconds,
         embedding_model=None if index is None else index.model.model_name,
         seconds_embed=embed_seconds,
+        compressor=engine.names[0],
+        judge=engine.names[1],
+        usage_tokens=sum(d.usage_tokens for d in ingested),
     )
 
 

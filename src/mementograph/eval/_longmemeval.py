@@ -38,7 +38,7 @@ from ..knowledge_graph.dense import DenseIndex
 from ..knowledge_graph.recall import DENSE_METHODS, Method, parse_time, rank_blocks
 from ..knowledge_graph.store import GraphStore, open_store
 from ._common import Table, dense_index, methods_for
-from ._ingest import Dialogue, DialogueIngestor, IngestedDialogue, Segment, Turn, ingest_all
+from ._ingest import Dialogue, DialogueIngestor, EngineSpec, IngestedDialogue, Segment, Turn, ingest_all
 from ._metrics import ndcg_any, recall_all
 
 __all__ = ('DEFAULT_KS', 'LongMemEvalReport', 'evaluate_longmemeval', 'longmemeval_tables')
@@ -82,10 +82,18 @@ class LongMemEvalReport:
     """The model of the dense methods, when they ran."""
     seconds_embed: float = 0.0
     """Embedding every block (dense methods only)."""
+    compressor: str = 'extractive'
+    """What wrote the mementos (`llm:MODEL` with `EngineSpec.compressor`)."""
+    judge: str = 'rubric'
+    usage_tokens: int = 0
+    """LLM tokens spent writing and judging the mementos (0 without a model)."""
 
     def to_json(self) -> dict[str, Any]:
         return {
             'path': self.path,
+            'compressor': self.compressor,
+            'judge': self.judge,
+            'usage_tokens': self.usage_tokens,
             'embedding_model': self.embedding_model,
             'seconds_embed': round(self.seconds_embed, 2),
             'ks': list(self.ks),
@@ -189,6 +197,7 @@ def evaluate_longmemeval(
     limit: int | None = None,
     workers: int = 1,
     embedding: EmbeddingModel | str | None = None,
+    engine: EngineSpec | None = None,
 ) -> LongMemEvalReport:
     """Ingest each distinct session once, then score every method per question's haystack and/or pooled.
 
@@ -202,7 +211,9 @@ def evaluate_longmemeval(
         limit: only the first `limit` questions (tests); their sessions only.
         workers: processes for the engine's work at ingest.
         embedding: an embedding model (or its name, `onnx:PATH` for a local one) for `dense` and `hybrid`.
+        engine: the models that write and judge the mementos (default: the extractive compressor and rubric).
     """
+    engine = engine or EngineSpec()
     methods = methods_for(methods, embedding)
     questions, dialogues, abstention = _load(path)
     if limit is not None:
@@ -215,7 +226,7 @@ def evaluate_longmemeval(
     ingested: dict[str, IngestedDialogue] = {}
     scores: dict[str, dict[str, dict[str, dict[str, list[float]]]]] = {}
     try:
-        for dialogue in ingest_all(list(dialogues.values()), workers=workers):
+        for dialogue in ingest_all(list(dialogues.values()), workers=workers, engine=engine):
             ingested[dialogue.session_id] = dialogue
             if pooled:
                 DialogueIngestor.replay(pool, dialogue)
@@ -285,6 +296,9 @@ def evaluate_longmemeval(
         seconds_retrieval=retrieval_seconds,
         embedding_model=None if index is None else index.model.model_name,
         seconds_embed=embed_seconds,
+        compressor=engine.names[0],
+        judge=engine.names[1],
+        usage_tokens=sum(d.usage_tokens for d in ingested.values()),
     )
 
 
