@@ -5,6 +5,7 @@ from __future__ import annotations
 import asyncio
 
 from mementograph.eval import DialogueIngestor, ingest_all
+from mementograph.eval._ingest import _run_in_process_loop
 from mementograph.knowledge_graph.store import open_store
 from tests.recall.conftest import small_dialogue
 
@@ -38,3 +39,12 @@ def test_ids_are_deterministic_and_workers_change_nothing() -> None:
         DialogueIngestor.replay(store, dialogue)
         DialogueIngestor.replay(store, dialogue)  # idempotent
     assert store.stats(namespace='default').blocks == sum(len(d.blocks) for d in serial)
+
+
+def test_every_ingest_of_a_process_runs_on_its_one_event_loop() -> None:
+    # a model's HTTP client keeps connections bound to the loop that opened them: a loop per dialogue broke them
+    async def running_loop() -> asyncio.AbstractEventLoop:
+        return asyncio.get_running_loop()
+
+    first = _run_in_process_loop(running_loop())
+    assert _run_in_process_loop(running_loop()) is first and not first.is_closed()

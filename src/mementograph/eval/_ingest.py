@@ -14,10 +14,11 @@ Nothing here reads a benchmark's answers or evidence: ingest sees only the dialo
 from __future__ import annotations
 
 import asyncio
-from collections.abc import Sequence
+import os
+from collections.abc import Coroutine, Sequence
 from dataclasses import dataclass, field
 from datetime import datetime, timedelta
-from typing import Final, Literal
+from typing import Any, Final, Literal, TypeVar
 
 from pydantic_ai.messages import ModelMessage, ModelRequest, ModelResponse, TextPart, UserPromptPart
 
@@ -313,13 +314,22 @@ class DialogueIngestor:
 
 _WORKER: DialogueIngestor | None = None
 _WORKER_SETTINGS: tuple[str, int, int, EngineSpec] | None = None
-_CHUNK: Final = 4
-"""Dialogues a worker process ingests per task (in one event loop: a model's HTTP client outlives no loop)."""
+_LOOP: tuple[int, asyncio.AbstractEventLoop] | None = None
+_T = TypeVar('_T')
 
 
-def _ingest_in_worker(
-    dialogues: Sequence[Dialogue], settings: tuple[str, int, int, EngineSpec]
-) -> list[IngestedDialogue]:
+def _run_in_process_loop(work: Coroutine[Any, Any, _T]) -> _T:
+    """Run `work` on this process's one event loop. A model's HTTP client (pydantic-ai caches one per provider)
+    keeps connections bound to the loop that opened them, so a new loop per dialogue would fail on the second.
+    Keyed by pid: a forked worker must not run its parent's loop."""
+    global _LOOP
+    pid = os.getpid()
+    if _LOOP is None or _LOOP[0] != pid or _LOOP[1].is_closed():
+        _LOOP = (pid, asyncio.new_event_loop())
+    return _LOOP[1].run_until_complete(work)
+
+
+def _ingest_in_worker(dialogue: Dialogue, settings: tuple[str, int, int, EngineSpec]) -> IngestedDialogue:
     global _WORKER, _WORKER_SETTINGS
     namespace, min_tokens, max_tokens, spec = settings
     if _WORKER is None or settings != _WORKER_SETTINGS:
@@ -333,19 +343,11 @@ def _ingest_in_worker(
             log_messages=False,
         )
         _WORKER_SETTINGS = settings
-    worker = _WORKER
-
-    async def ingest() -> list[IngestedDialogue]:
-        out: list[IngestedDialogue] = []
-        for dialogue in dialogues:
-            store = open_store('memory://')
-            try:
-                out.append(await worker.ingest(store, dialogue))
-            finally:
-                store.close()
-        return out
-
-    return asyncio.run(ingest())
+    store = open_store('memory://')
+    try:
+        return _run_in_process_loop(_WORKER.ingest(store, dialogue))
+    finally:
+        store.close()
 
 
 def ingest_all(
@@ -366,15 +368,13 @@ def ingest_all(
     """
     settings = (namespace, min_tokens, max_tokens, engine or EngineSpec())
     if workers <= 1 or len(dialogues) < 2:
-        return _ingest_in_worker(dialogues, settings)
+        return [_ingest_in_worker(dialogue, settings) for dialogue in dialogues]
     import multiprocessing
     from concurrent.futures import ProcessPoolExecutor
 
-    chunks = [dialogues[i : i + _CHUNK] for i in range(0, len(dialogues), _CHUNK)]
     context = multiprocessing.get_context('fork' if 'fork' in multiprocessing.get_all_start_methods() else 'spawn')
     with ProcessPoolExecutor(max_workers=workers, mp_context=context) as pool:
-        done = pool.map(_ingest_in_worker, chunks, [settings] * len(chunks))
-        return [dialogue for chunk in done for dialogue in chunk]
+        return list(pool.map(_ingest_in_worker, dialogues, [settings] * len(dialogues), chunksize=4))
 
 
 def default_workers() -> int:
