@@ -226,3 +226,17 @@ def test_cli_missing_file_is_one_clear_line(
 def test_cli_rejects_a_non_positive_budget(chat_file: Path, capsys: pytest.CaptureFixture[str]) -> None:
     assert main(['replay', str(chat_file), '--budget', '0']) == 2
     assert '--budget' in capsys.readouterr().err
+
+
+def test_cli_replay_with_mementos_by_a_model(chat_file: Path, capsys: pytest.CaptureFixture[str]) -> None:
+    # pydantic-ai's `test` model stands for any model name; its tokens are counted
+    args = ['replay', str(chat_file), '--budget', '2500', '--json']
+    assert main([*args, '--compressor', 'test', '--judge', 'test']) == 0
+    total = json.loads(capsys.readouterr().out)['total']
+    assert total['llm_tokens'] > 0 and total['blocks_evicted'] > 0
+    assert total['blocks_recovered_exact'] == total['blocks_evicted']  # whatever writes the mementos
+    assert main(args) == 0
+    assert json.loads(capsys.readouterr().out)['total']['llm_tokens'] == 0
+    assert main([*args, '--compressor', 'nosuchprovider:model']) == 2
+    err = capsys.readouterr().err
+    assert '--compressor nosuchprovider:model' in err and 'Traceback' not in err

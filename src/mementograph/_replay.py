@@ -25,7 +25,7 @@ import time
 from collections.abc import Sequence
 from dataclasses import dataclass, field, replace
 from pathlib import Path
-from typing import TYPE_CHECKING, Any, Final
+from typing import TYPE_CHECKING, Any, Final, Literal
 
 from pydantic_ai import Agent, RunContext
 from pydantic_ai.capabilities import AbstractCapability, CapabilityOrdering, WrapperCapability
@@ -50,7 +50,7 @@ from ._transcripts import TranscriptError, load_transcript
 if TYPE_CHECKING:
     from pydantic_ai.models import ModelRequestContext
 
-    from .knowledge_graph.memory import Fact
+    from .knowledge_graph.memory import Compressor, Fact, Judge
     from .knowledge_graph.store import GraphStore
 
 __all__ = (
@@ -519,6 +519,8 @@ class ReplayReport:
     log_matches_history: bool
     problems: tuple[str, ...] = ()
     seconds: float = 0.0
+    llm_tokens: int = 0
+    """Tokens an LLM compressor or judge spent on this replay's mementos (0 for the extractive ones)."""
 
     @property
     def reduction(self) -> float:
@@ -585,6 +587,7 @@ class ReplayReport:
             'log_matches_history': self.log_matches_history,
             'problems': list(self.problems),
             'seconds': round(self.seconds, 3),
+            'llm_tokens': self.llm_tokens,
         }
 
 
@@ -670,6 +673,8 @@ async def replay_report(
     namespace: str = DEFAULT_REPLAY_NAMESPACE,
     counter: TokenCounter | None = None,
     name: str | None = None,
+    compressor: Compressor | None = None,
+    judge: Judge | Literal['default'] | None = 'default',
 ) -> ReplayReport:
     """Replay a transcript without and with `MementoCompaction(store, max_tokens=budget)` and measure it.
 
@@ -681,11 +686,14 @@ async def replay_report(
         namespace: Namespace of the session.
         counter: Token counter (tiktoken `o200k_base` by default).
         name: How the report names the source (default: the path).
+        compressor: The capability's compressor (default: extractive), e.g. `LLMCompressor(model)`.
+        judge: The capability's judge (default: the rubric), e.g. `CombinedJudge(llm=LLMJudge(model))`.
 
     Raises:
         TranscriptError: The file cannot be read or is malformed, or holds no replayable transcript.
     """
     from .capabilities import MementoCompaction
+    from .knowledge_graph.memory import usage_meter
 
     if budget <= 0:
         raise ValueError(f'the budget must be a positive number of tokens, not {budget}')
@@ -706,10 +714,11 @@ async def replay_report(
         raise TranscriptError(f'{label}: {exc}') from exc
     sid = fresh_session_id(store, base, namespace=namespace)
     capability: MementoCompaction[Any] = MementoCompaction(
-        store, max_tokens=budget, session_id=sid, namespace=namespace
+        store, max_tokens=budget, session_id=sid, namespace=namespace, compressor=compressor, judge=judge
     )
-    trace = await replay_messages(transcript, capabilities=[capability], counter=counter, record_history=True)
-    return measure_replay(
+    with usage_meter() as meter:
+        trace = await replay_messages(transcript, capabilities=[capability], counter=counter, record_history=True)
+    report = measure_replay(
         label,
         transcript,
         baseline,
@@ -721,6 +730,7 @@ async def replay_report(
         counter=counter,
         seconds=time.perf_counter() - started,
     )
+    return replace(report, llm_tokens=meter.tokens)
 
 
 def summarize_reports(reports: Sequence[ReplayReport]) -> dict[str, Any]:
@@ -755,4 +765,5 @@ def summarize_reports(reports: Sequence[ReplayReport]) -> dict[str, Any]:
         'log_matches_history': all(r.log_matches_history for r in reports),
         'problems': sum(len(r.problems) for r in reports),
         'seconds': round(sum(r.seconds for r in reports), 3),
+        'llm_tokens': sum(r.llm_tokens for r in reports),
     }

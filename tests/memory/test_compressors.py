@@ -125,3 +125,15 @@ async def test_llm_compressor_structured_output_and_usage() -> None:
     assert '<context>\nFix the calculator.\n</context>' in seen[0]
     assert f'in at most {int(block.tokens * 0.1)} tokens' in seen[0]
     assert compressor.name.startswith('llm:function:')
+
+
+def test_an_outer_usage_meter_counts_what_inner_meters_count() -> None:
+    from mementograph.knowledge_graph.memory._usage import record_usage
+
+    with usage_meter() as outer:
+        record_usage(5)
+        with usage_meter() as inner:
+            record_usage(7)
+        record_usage(-3)  # never negative
+    assert (inner.tokens, inner.requests) == (7, 1)
+    assert (outer.tokens, outer.requests) == (12, 3)

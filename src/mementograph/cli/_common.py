@@ -20,7 +20,9 @@ __all__ = (
     'EMBEDDING_ENV',
     'CliError',
     'add_embedding_option',
+    'add_memento_model_options',
     'add_store_options',
+    'checked_model_names',
     'emit',
     'load_embedding',
     'store_from',
@@ -59,6 +61,33 @@ def add_embedding_option(parser: argparse.ArgumentParser, effect: str) -> None:
         help=f'embedding model: onnx:PATH (a local model, the dense extra; scripts/fetch-embedding-model) or a '
         f'pydantic-ai name such as openai:text-embedding-3-small; {effect} (default: ${EMBEDDING_ENV}, else none)',
     )
+
+
+def add_memento_model_options(parser: argparse.ArgumentParser, measured: str) -> None:
+    """`--compressor MODEL` and `--judge MODEL`: LLMs that write and judge the mementos instead of the defaults."""
+    parser.add_argument(
+        '--compressor',
+        metavar='MODEL',
+        help='write the mementos with this pydantic-ai model (LLMCompressor), e.g. openai:gpt-4o-mini, so '
+        f'{measured} measure its mementos; default: the extractive compressor (no LLM)',
+    )
+    parser.add_argument(
+        '--judge', metavar='MODEL', help='judge the mementos with the rubric and this model (CombinedJudge)'
+    )
+
+
+def checked_model_names(args: argparse.Namespace) -> tuple[str | None, str | None]:
+    """`(--compressor, --judge)`, each name resolved before any work: a misspelt name or a missing API key would
+    otherwise surface as blocks without mementos (a failing compressor never stops eviction's caller)."""
+    from pydantic_ai.models import infer_model
+
+    for option, name in (('--compressor', args.compressor), ('--judge', args.judge)):
+        if name is not None:
+            try:
+                infer_model(name)
+            except Exception as exc:
+                raise CliError(f'{option} {name}: {exc}', code=2) from exc
+    return args.compressor, args.judge
 
 
 def add_store_vectors_option(parser: argparse.ArgumentParser) -> None:

@@ -23,7 +23,14 @@ from ..eval import (
     longmemeval_tables,
 )
 from ..knowledge_graph.recall import DENSE_METHODS, Method
-from ._common import CliError, add_embedding_option, emit, load_embedding
+from ._common import (
+    CliError,
+    add_embedding_option,
+    add_memento_model_options,
+    checked_model_names,
+    emit,
+    load_embedding,
+)
 from ._progress import progress_bar, wants_progress
 
 __all__ = ('register',)
@@ -128,17 +135,8 @@ def _longmemeval(args: argparse.Namespace) -> int:
 
 
 def _engine(args: argparse.Namespace) -> EngineSpec:
-    """The models asked for, each checked before any ingest: a misspelt name or a missing API key would otherwise
-    surface as blocks without mementos."""
-    from pydantic_ai.models import infer_model
-
-    for option, name in (('--compressor', args.compressor), ('--judge', args.judge)):
-        if name is not None:
-            try:
-                infer_model(name)
-            except Exception as exc:
-                raise CliError(f'{option} {name}: {exc}', code=2) from exc
-    return EngineSpec(compressor=args.compressor, judge=args.judge)
+    compressor, judge = checked_model_names(args)
+    return EngineSpec(compressor=compressor, judge=judge)
 
 
 def _written_by(report: LocomoReport | LongMemEvalReport) -> str:
@@ -158,15 +156,7 @@ def _common(parser: argparse.ArgumentParser, ks: Sequence[int]) -> None:
     )
     add_embedding_option(parser, 'adds the methods dense and hybrid')
     parser.add_argument('--limit', type=int, help='only the first N conversations / questions (a quick look)')
-    parser.add_argument(
-        '--compressor',
-        metavar='MODEL',
-        help='write the mementos with this pydantic-ai model (LLMCompressor), e.g. openai:gpt-4o-mini; '
-        'default: the extractive compressor (no LLM)',
-    )
-    parser.add_argument(
-        '--judge', metavar='MODEL', help='judge them with the rubric and this model too (CombinedJudge)'
-    )
+    add_memento_model_options(parser, 'answer retention and recall')
     parser.add_argument(
         '--workers',
         type=int,

@@ -11,8 +11,9 @@ from typing import Any
 from .._replay import DEFAULT_BUDGET, DEFAULT_REPLAY_NAMESPACE, ReplayReport, replay_report, summarize_reports
 from .._tokens import TokenCounter
 from .._transcripts import TranscriptError, load_transcript
+from ..knowledge_graph.memory import CombinedJudge, LLMCompressor, LLMJudge
 from ..knowledge_graph.store import GraphStore, open_store
-from ._common import CliError, emit
+from ._common import CliError, add_memento_model_options, checked_model_names, emit
 from ._progress import progress_bar, wants_progress
 
 __all__ = ('register',)
@@ -33,6 +34,7 @@ Fields (per file, and under "total" with --json):
   facts_available                    share in that request or in a block that recovered exactly
   memento_acceptance                 share of mementos the judge verified
   cache_prefix_stability             share of consecutive requests whose earlier messages were sent unchanged
+  llm_tokens                         tokens --compressor / --judge models spent on the mementos (0 without)
 Under "total": peaks are the largest, reduction is the mean over files, counts are summed, shares are pooled.
 
 The store defaults to memory:// (nothing is written anywhere); MEMENTOGRAPH_STORE is deliberately ignored so a
@@ -81,7 +83,10 @@ def _text(reports: list[ReplayReport], total: dict[str, Any], store_uri: str) ->
             f'{_fmt_share(total["facts_in_context"]):>6} {_fmt_share(total["facts_available"]):>6} '
             f'{_fmt_share(total["memento_acceptance"]):>6} {total["cache_prefix_stability"]:>6.3f}'
         )
-    lines.append(f'budget {total["budget"]} tokens, store {store_uri}')
+    lines.append(
+        f'budget {total["budget"]} tokens, store {store_uri}'
+        + (f', {total["llm_tokens"]} LLM tokens spent on mementos' if total['llm_tokens'] else '')
+    )
     problems = [(r.source, p) for r in reports for p in r.problems]
     for source, problem in problems[:20]:
         lines.append(f'problem: {source}: {problem}')
@@ -90,15 +95,24 @@ def _text(reports: list[ReplayReport], total: dict[str, Any], store_uri: str) ->
     return '\n'.join(lines)
 
 
-async def _replay_all(args: argparse.Namespace, store: GraphStore) -> list[ReplayReport]:
+async def _replay_all(
+    args: argparse.Namespace, store: GraphStore, models: tuple[str | None, str | None]
+) -> list[ReplayReport]:
     counter = TokenCounter()
+    compressor, judge = models
     reports: list[ReplayReport] = []
     many = len(args.paths) > 1
     with progress_bar('replaying', len(args.paths), enabled=wants_progress(args.json)) as advance:
         for number, path in enumerate(args.paths, 1):
             advance(0, f'replaying {Path(path).name}')
             report = await replay_report(
-                path, store=store, budget=args.budget, namespace=args.namespace, counter=counter
+                path,
+                store=store,
+                budget=args.budget,
+                namespace=args.namespace,
+                counter=counter,
+                compressor=None if compressor is None else LLMCompressor(compressor),
+                judge='default' if judge is None else CombinedJudge(llm=LLMJudge(judge)),
             )
             reports.append(report)
             advance()
@@ -120,9 +134,10 @@ def _replay(args: argparse.Namespace) -> int:
         _load_all(args.paths)
     except TranscriptError as exc:
         raise CliError(str(exc)) from exc
+    models = checked_model_names(args)
     store = open_store(args.store or 'memory://')
     try:
-        reports = asyncio.run(_replay_all(args, store))
+        reports = asyncio.run(_replay_all(args, store, models))
         uri = store.uri
     finally:
         store.close()
@@ -174,6 +189,7 @@ def register(commands: argparse._SubParsersAction[argparse.ArgumentParser]) -> N
         default=DEFAULT_REPLAY_NAMESPACE,
         help='namespace of the replayed sessions in the store (default: %(default)s)',
     )
+    add_memento_model_options(replay, 'fact retention and the facts in context')
     replay.add_argument('--json', action='store_true', help='print JSON: "files" (one object per file) and "total"')
     replay.add_argument(
         '--check',
