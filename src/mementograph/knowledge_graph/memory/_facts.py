@@ -212,6 +212,10 @@ _DIFF_HEADER = re.compile(r'^diff --git a/(\S+) b/\S+')
 # --------------------------------------------------------------------------------------------------- helpers
 
 
+_SEPARATORS: Final = './\\:(-=,[<'
+"""Where a long name may be cut when no space is near the limit: after any of these, a word ends."""
+
+
 def _cut(text: str) -> str:
     """A fact is one line, at most `MAX_FACT_CHARS`: longer lines keep a verbatim prefix ending at a word, else
     after a separator (`.`, `/`, `(`, ...) of a long name, so the prefix still ends where a word of its own line
@@ -227,9 +231,6 @@ def _cut(text: str) -> str:
     if separator >= MAX_FACT_CHARS // 2:
         return head[: separator + 1]
     return head  # one word longer than the limit: `fact_present` takes a prefix of that length
-
-
-_SEPARATORS: Final = './\\:(-=,[<'
 
 
 class _Collector:

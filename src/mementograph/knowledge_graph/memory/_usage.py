@@ -32,7 +32,7 @@ _METER: ContextVar[UsageMeter | None] = ContextVar('mementograph_usage_meter', d
 
 
 def record_usage(tokens: int) -> None:
-    """Add one LLM run's tokens to the meter of the current context, if one is open."""
+    """Add one LLM run's tokens to the meter of the current context, if one is open, and to the meters around it."""
     meter = _METER.get()
     while meter is not None:
         meter.tokens += max(0, tokens)
