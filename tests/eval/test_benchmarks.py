@@ -132,3 +132,15 @@ def test_mementos_written_and_judged_by_a_model(
         with pytest.raises(CliError, match=f'{option} nosuchprovider:model: .*nosuchprovider') as raised:
             bad.func(bad)
         assert raised.value.code == 2
+
+
+def test_evaluators_say_what_they_are_doing(locomo_slice: Path, longmemeval_oracle: Path) -> None:
+    heard: list[str] = []
+    evaluate_locomo(locomo_slice, methods=('bm25',), workers=1, progress=heard.append)
+    assert heard[0] == 'ingested 1/1 dialogues' and heard[-1].startswith('ranking ') and len(heard) == 2
+    heard.clear()
+    evaluate_longmemeval(longmemeval_oracle, limit=3, workers=2, methods=('bm25',), progress=heard.append)
+    sessions = [message for message in heard if message.startswith('ingested ')]
+    total = int(sessions[-1].split('/')[1].split()[0])
+    assert sessions == [f'ingested {n}/{total} dialogues' for n in range(1, total + 1)] and total >= 3
+    assert heard[-1] == 'ranking 3 questions'

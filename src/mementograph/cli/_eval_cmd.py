@@ -79,7 +79,7 @@ def _progress(args: argparse.Namespace, message: str) -> None:
 def _locomo(args: argparse.Namespace) -> int:
     path = _path(args)
     _progress(args, f'ingesting {path.name} through the memento engine ({args.workers} workers), then ranking ...')
-    with progress_bar(f'LoCoMo: {path.name}', None, enabled=wants_progress(args.json)):
+    with progress_bar(f'LoCoMo: {path.name}', None, enabled=wants_progress(args.json)) as advance:
         report = evaluate_locomo(
             path,
             ks=args.k,
@@ -89,6 +89,7 @@ def _locomo(args: argparse.Namespace) -> int:
             workers=args.workers,
             embedding=_embedding(args),
             engine=_engine(args),
+            progress=lambda doing: advance(0, f'LoCoMo: {path.name}: {doing}'),
         )
     text = '\n\n'.join(format_table(table) for table in locomo_tables(report))
     text += (
@@ -111,7 +112,7 @@ def _longmemeval(args: argparse.Namespace) -> int:
     path = _path(args)
     scope = 'per question and pooled' if args.pooled else 'per question'
     _progress(args, f'ingesting {path.name} ({args.workers} workers), then ranking {scope} ...')
-    with progress_bar(f'LongMemEval: {path.name}', None, enabled=wants_progress(args.json)):
+    with progress_bar(f'LongMemEval: {path.name}', None, enabled=wants_progress(args.json)) as advance:
         report = evaluate_longmemeval(
             path,
             pooled=args.pooled,
@@ -122,6 +123,7 @@ def _longmemeval(args: argparse.Namespace) -> int:
             workers=args.workers,
             embedding=_embedding(args),
             engine=_engine(args),
+            progress=lambda doing: advance(0, f'LongMemEval: {path.name}: {doing}'),
         )
     text = '\n\n'.join(format_table(table) for table in longmemeval_tables(report))
     text += (

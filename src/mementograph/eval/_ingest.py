@@ -15,7 +15,7 @@ from __future__ import annotations
 
 import asyncio
 import os
-from collections.abc import Coroutine, Sequence
+from collections.abc import Callable, Coroutine, Sequence
 from dataclasses import dataclass, field
 from datetime import datetime, timedelta
 from typing import Any, Final, Literal, TypeVar
@@ -59,6 +59,7 @@ __all__ = (
     'EngineSpec',
     'IngestedBlock',
     'IngestedDialogue',
+    'Progress',
     'Segment',
     'Turn',
     'default_workers',
@@ -69,6 +70,10 @@ DIALOGUE_MIN_TOKENS: Final = 100
 """Blocks of dialogue close at the first turn boundary past this size: two to four chat turns, or one
 question with its answer. Small blocks keep a recalled block about one thing."""
 DIALOGUE_MAX_TOKENS: Final = 1_500
+
+
+Progress = Callable[[str], None]
+"""Told what a long evaluation is doing (`ingested 3/10 dialogues`, `ranking 1,345 questions`)."""
 
 
 @dataclass(frozen=True)
@@ -358,23 +363,36 @@ def ingest_all(
     min_tokens: int = DIALOGUE_MIN_TOKENS,
     max_tokens: int = DIALOGUE_MAX_TOKENS,
     engine: EngineSpec | None = None,
+    progress: Progress | None = None,
 ) -> list[IngestedDialogue]:
     """The engine's work for many dialogues, in `workers` processes, each dialogue in a private in-memory store.
 
     A dialogue is its own session, so what it becomes (blocks, mementos, mentions, pages) does not depend on other
     sessions: the returned writes are exactly what `DialogueIngestor.ingest` would write, ready for `replay`.
     The session log is left out (`log_messages=False`): benchmarks do not read it. `engine` names the models
-    that write and judge the mementos (default: none, the extractive compressor and the rubric).
+    that write and judge the mementos (default: none, the extractive compressor and the rubric); `progress` hears
+    `ingested N/M dialogues` as they finish (with a model, ingest takes minutes).
     """
     settings = (namespace, min_tokens, max_tokens, engine or EngineSpec())
+    out: list[IngestedDialogue] = []
+
+    def done(dialogue: IngestedDialogue) -> None:
+        out.append(dialogue)
+        if progress is not None:
+            progress(f'ingested {len(out)}/{len(dialogues)} dialogues')
+
     if workers <= 1 or len(dialogues) < 2:
-        return [_ingest_in_worker(dialogue, settings) for dialogue in dialogues]
+        for dialogue in dialogues:
+            done(_ingest_in_worker(dialogue, settings))
+        return out
     import multiprocessing
     from concurrent.futures import ProcessPoolExecutor
 
     context = multiprocessing.get_context('fork' if 'fork' in multiprocessing.get_all_start_methods() else 'spawn')
     with ProcessPoolExecutor(max_workers=workers, mp_context=context) as pool:
-        return list(pool.map(_ingest_in_worker, dialogues, [settings] * len(dialogues), chunksize=4))
+        for ingested in pool.map(_ingest_in_worker, dialogues, [settings] * len(dialogues), chunksize=4):
+            done(ingested)
+    return out
 
 
 def default_workers() -> int:

@@ -34,7 +34,7 @@ from .._tokens import TokenCounter
 from ..knowledge_graph.recall import DENSE_METHODS, Method, rank_blocks
 from ..knowledge_graph.store import open_store
 from ._common import Table, dense_index, key_weights, methods_for, order_turns, query_keys, text_keys
-from ._ingest import Dialogue, DialogueIngestor, EngineSpec, IngestedDialogue, Segment, Turn, ingest_all
+from ._ingest import Dialogue, DialogueIngestor, EngineSpec, IngestedDialogue, Progress, Segment, Turn, ingest_all
 from ._metrics import evidence_recall, retains_answer
 
 __all__ = (
@@ -260,6 +260,7 @@ def evaluate_locomo(
     workers: int = 1,
     embedding: EmbeddingModel | str | None = None,
     engine: EngineSpec | None = None,
+    progress: Progress | None = None,
 ) -> LocomoReport:
     """Ingest every conversation through the engine into one store, then score every method on every question.
 
@@ -273,6 +274,7 @@ def evaluate_locomo(
         workers: processes for the engine's work at ingest.
         embedding: an embedding model (or its name, `onnx:PATH` for a local one) for `dense` and `hybrid`.
         engine: the models that write and judge the mementos (default: the extractive compressor and rubric).
+        progress: told what the run is doing (ingest per conversation, then ranking).
     """
     import time
 
@@ -285,7 +287,9 @@ def evaluate_locomo(
     store = open_store(store_uri)
     started = time.perf_counter()
     try:
-        ingested = ingest_all([sample.dialogue for sample in samples], workers=workers, engine=engine)
+        ingested = ingest_all(
+            [sample.dialogue for sample in samples], workers=workers, engine=engine, progress=progress
+        )
         for dialogue in ingested:
             DialogueIngestor.replay(store, dialogue)
         ingest_seconds = time.perf_counter() - started
@@ -295,6 +299,8 @@ def evaluate_locomo(
             index = dense_index(embedding, [(s.dialogue, d) for s, d in zip(samples, ingested, strict=True)])
         embed_seconds = time.perf_counter() - started
         started = time.perf_counter()
+        if progress is not None:
+            progress(f'ranking {sum(len(sample.questions) for sample in samples):,} questions')
         acc = _Acc()
         for sample, dialogue in zip(samples, ingested, strict=True):
             block_turns = {block.block_id: block.turn_ids for block in dialogue.blocks}

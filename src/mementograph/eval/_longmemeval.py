@@ -38,7 +38,7 @@ from ..knowledge_graph.dense import DenseIndex
 from ..knowledge_graph.recall import DENSE_METHODS, Method, parse_time, rank_blocks
 from ..knowledge_graph.store import GraphStore, open_store
 from ._common import Table, dense_index, methods_for
-from ._ingest import Dialogue, DialogueIngestor, EngineSpec, IngestedDialogue, Segment, Turn, ingest_all
+from ._ingest import Dialogue, DialogueIngestor, EngineSpec, IngestedDialogue, Progress, Segment, Turn, ingest_all
 from ._metrics import ndcg_any, recall_all
 
 __all__ = ('DEFAULT_KS', 'LongMemEvalReport', 'evaluate_longmemeval', 'longmemeval_tables')
@@ -198,6 +198,7 @@ def evaluate_longmemeval(
     workers: int = 1,
     embedding: EmbeddingModel | str | None = None,
     engine: EngineSpec | None = None,
+    progress: Progress | None = None,
 ) -> LongMemEvalReport:
     """Ingest each distinct session once, then score every method per question's haystack and/or pooled.
 
@@ -212,6 +213,7 @@ def evaluate_longmemeval(
         workers: processes for the engine's work at ingest.
         embedding: an embedding model (or its name, `onnx:PATH` for a local one) for `dense` and `hybrid`.
         engine: the models that write and judge the mementos (default: the extractive compressor and rubric).
+        progress: told what the run is doing (ingest per session, then ranking).
     """
     engine = engine or EngineSpec()
     methods = methods_for(methods, embedding)
@@ -226,7 +228,7 @@ def evaluate_longmemeval(
     ingested: dict[str, IngestedDialogue] = {}
     scores: dict[str, dict[str, dict[str, dict[str, list[float]]]]] = {}
     try:
-        for dialogue in ingest_all(list(dialogues.values()), workers=workers, engine=engine):
+        for dialogue in ingest_all(list(dialogues.values()), workers=workers, engine=engine, progress=progress):
             ingested[dialogue.session_id] = dialogue
             if pooled:
                 DialogueIngestor.replay(pool, dialogue)
@@ -243,6 +245,8 @@ def evaluate_longmemeval(
             if d.segments and d.segments[0].turns and d.segments[0].turns[0].timestamp is not None
         }
         started = time.perf_counter()
+        if progress is not None:
+            progress(f'ranking {len(questions):,} questions')
         scopes: list[str] = []
         if per_question:
             scopes.append('per-question')
