@@ -240,3 +240,19 @@ def test_cli_replay_with_mementos_by_a_model(chat_file: Path, capsys: pytest.Cap
     assert main([*args, '--compressor', 'nosuchprovider:model']) == 2
     err = capsys.readouterr().err
     assert '--compressor nosuchprovider:model' in err and 'Traceback' not in err
+
+
+def test_cli_replay_takes_compaction_settings(chat_file: Path, capsys: pytest.CaptureFixture[str]) -> None:
+    args = ['replay', str(chat_file), '--budget', '2500', '--json']
+    assert main(args) == 0
+    (default,) = json.loads(capsys.readouterr().out)['files']
+    assert main([*args, '--low-water', '0.2']) == 0
+    (lower,) = json.loads(capsys.readouterr().out)['files']
+    assert main([*args, '--memento-share', '0.9']) == 0
+    (roomier,) = json.loads(capsys.readouterr().out)['files']
+    # evicting down to 20% of the budget instead of half of it makes the context smaller on average; more room for
+    # mementos keeps more of them (fewer merges) and makes it larger
+    assert lower['mean_tokens'] < default['mean_tokens'] < roomier['mean_tokens']
+    for option, value in (('--low-water', '1'), ('--memento-share', '0')):
+        assert main([*args, option, value]) == 2
+        assert f'{option} must be in' in capsys.readouterr().err

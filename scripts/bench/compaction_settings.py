@@ -5,7 +5,8 @@ Usage:
         [--budget 8000] [--data DIR] SETTINGS [SETTINGS ...]
 
 Each SETTINGS is a JSON object of `MementoCompaction` keyword arguments (`'{}'` is the defaults), e.g.
-`'{"memento_share": 0.5}'` or `'{"memento_share": 0.45, "low_water": 0.45}'`. Every shared trajectory is
+`'{"memento_share": 0.5}'` or `'{"memento_share": 0.45, "low_water": 0.45}'` (one file at a time:
+`mementograph replay PATH --memento-share 0.5 --low-water 0.45`). Every shared trajectory is
 replayed through a real `Agent` (`replay_report`, as `mementograph replay` does) on `memory://`, once per setting,
 and the pooled totals are printed as a table and written to bench-results/compaction_settings.json.
 """
@@ -15,13 +16,9 @@ from __future__ import annotations
 import argparse
 import asyncio
 import json
-from collections.abc import Iterator
-from contextlib import contextmanager
-from functools import partial
 from pathlib import Path
 from typing import Any
 
-import mementograph.capabilities as capabilities
 from mementograph import open_store
 from mementograph._replay import replay_report, summarize_reports
 
@@ -29,20 +26,10 @@ REPO = Path(__file__).resolve().parents[2]
 FIELDS = ('facts_in_context', 'facts_available', 'cache_prefix_stability', 'peak_tokens', 'within_budget')
 
 
-@contextmanager
-def settings_applied(settings: dict[str, Any]) -> Iterator[None]:
-    """`replay_report` builds `MementoCompaction(store, max_tokens=budget, ...)`: these settings ride along."""
-    original = capabilities.MementoCompaction
-    capabilities.MementoCompaction = partial(original, **settings)  # type: ignore[misc]
-    try:
-        yield
-    finally:
-        capabilities.MementoCompaction = original  # type: ignore[misc]
-
-
 async def measure(files: list[Path], settings: dict[str, Any], budget: int) -> dict[str, Any]:
-    with settings_applied(settings):
-        reports = [await replay_report(path, store=open_store('memory://'), budget=budget) for path in files]
+    reports = [
+        await replay_report(path, store=open_store('memory://'), budget=budget, settings=settings) for path in files
+    ]
     total = summarize_reports(reports)
     return {'settings': settings, 'budget': budget, **{name: total[name] for name in FIELDS}}
 

@@ -22,7 +22,7 @@ import itertools
 import json
 import re
 import time
-from collections.abc import Sequence
+from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field, replace
 from pathlib import Path
 from typing import TYPE_CHECKING, Any, Final, Literal
@@ -675,6 +675,7 @@ async def replay_report(
     name: str | None = None,
     compressor: Compressor | None = None,
     judge: Judge | Literal['default'] | None = 'default',
+    settings: Mapping[str, Any] | None = None,
 ) -> ReplayReport:
     """Replay a transcript without and with `MementoCompaction(store, max_tokens=budget)` and measure it.
 
@@ -688,6 +689,7 @@ async def replay_report(
         name: How the report names the source (default: the path).
         compressor: The capability's compressor (default: extractive), e.g. `LLMCompressor(model)`.
         judge: The capability's judge (default: the rubric), e.g. `CombinedJudge(llm=LLMJudge(model))`.
+        settings: More `MementoCompaction` settings, e.g. `{'memento_share': 0.5, 'low_water': 0.4}`.
 
     Raises:
         TranscriptError: The file cannot be read or is malformed, or holds no replayable transcript.
@@ -714,7 +716,13 @@ async def replay_report(
         raise TranscriptError(f'{label}: {exc}') from exc
     sid = fresh_session_id(store, base, namespace=namespace)
     capability: MementoCompaction[Any] = MementoCompaction(
-        store, max_tokens=budget, session_id=sid, namespace=namespace, compressor=compressor, judge=judge
+        store,
+        max_tokens=budget,
+        session_id=sid,
+        namespace=namespace,
+        compressor=compressor,
+        judge=judge,
+        **(settings or {}),
     )
     with usage_meter() as meter:
         trace = await replay_messages(transcript, capabilities=[capability], counter=counter, record_history=True)

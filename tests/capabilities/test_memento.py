@@ -196,6 +196,10 @@ def test_create_agent_has_memento_on_by_default(store: GraphStore) -> None:
     assert 'MementoCompaction' in names(create_agent('test', memento=custom))
     with pytest.raises(ValueError):
         MementoCompaction(store, max_tokens=10, max_fraction=0.5)
+    # a share outside (0, 1] is refused at once, not by every compaction of the run
+    for share in (0.0, 1.5):
+        with pytest.raises(ValueError, match='memento_share must be in'):
+            MementoCompaction(store, max_tokens=1000, memento_share=share)
 
 
 def test_loads_from_an_agent_spec(tmp_path: Path) -> None:

@@ -273,6 +273,8 @@ class MementoCompaction(AbstractCapability[AgentDepsT]):
             raise ValueError('max_fraction must be in (0, 1]')
         if not 0 <= self.low_water < 1:
             raise ValueError('low_water must be in [0, 1)')
+        if not 0 < self.memento_share <= 1:  # else every compaction would fail, and be skipped, at run time
+            raise ValueError('memento_share must be in (0, 1]')
         if self.retention not in _RETENTIONS:
             raise ValueError(f'retention must be one of {", ".join(map(repr, _RETENTIONS))}, not {self.retention!r}')
         if self.redact is not None and not callable(self.redact):

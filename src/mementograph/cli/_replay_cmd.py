@@ -113,6 +113,11 @@ async def _replay_all(
                 counter=counter,
                 compressor=None if compressor is None else LLMCompressor(compressor),
                 judge='default' if judge is None else CombinedJudge(llm=LLMJudge(judge)),
+                settings={
+                    name: value
+                    for name, value in (('low_water', args.low_water), ('memento_share', args.memento_share))
+                    if value is not None
+                },
             )
             reports.append(report)
             advance()
@@ -130,6 +135,10 @@ async def _replay_all(
 def _replay(args: argparse.Namespace) -> int:
     if args.budget <= 0:
         raise CliError(f'--budget must be a positive number of tokens, not {args.budget}', code=2)
+    if args.low_water is not None and not 0 <= args.low_water < 1:
+        raise CliError(f'--low-water must be in [0, 1), not {args.low_water}', code=2)
+    if args.memento_share is not None and not 0 < args.memento_share <= 1:
+        raise CliError(f'--memento-share must be in (0, 1], not {args.memento_share}', code=2)
     try:
         _load_all(args.paths)
     except TranscriptError as exc:
@@ -188,6 +197,19 @@ def register(commands: argparse._SubParsersAction[argparse.ArgumentParser]) -> N
         '--namespace',
         default=DEFAULT_REPLAY_NAMESPACE,
         help='namespace of the replayed sessions in the store (default: %(default)s)',
+    )
+    replay.add_argument(
+        '--low-water',
+        type=float,
+        metavar='F',
+        help="evict down to this fraction of the budget (default: the capability's, 0.5)",
+    )
+    replay.add_argument(
+        '--memento-share',
+        type=float,
+        metavar='F',
+        help="mementos may take this share of the budget before the oldest are merged (default: the capability's, "
+        '0.35; more keeps more facts in context and evicts more often)',
     )
     add_memento_model_options(replay, 'fact retention and the facts in context')
     replay.add_argument('--json', action='store_true', help='print JSON: "files" (one object per file) and "total"')
