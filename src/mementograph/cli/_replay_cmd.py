@@ -6,12 +6,12 @@ import argparse
 import asyncio
 import sys
 from pathlib import Path
-from typing import Any
+from typing import Any, Literal
 
 from .._replay import DEFAULT_BUDGET, DEFAULT_REPLAY_NAMESPACE, ReplayReport, replay_report, summarize_reports
 from .._tokens import TokenCounter
 from .._transcripts import TranscriptError, load_transcript
-from ..knowledge_graph.memory import CombinedJudge, LLMCompressor, LLMJudge
+from ..knowledge_graph.memory import CombinedJudge, Judge, LLMCompressor, LLMJudge
 from ..knowledge_graph.store import GraphStore, open_store
 from ._common import CliError, add_memento_model_options, checked_model_names, emit
 from ._progress import progress_bar, wants_progress
@@ -99,7 +99,14 @@ async def _replay_all(
     args: argparse.Namespace, store: GraphStore, models: tuple[str | None, str | None]
 ) -> list[ReplayReport]:
     counter = TokenCounter()
-    compressor, judge = models
+    compressor_model, judge_model = models
+    compressor = None if compressor_model is None else LLMCompressor(compressor_model)
+    judge: Judge | Literal['default'] = 'default' if judge_model is None else CombinedJudge(llm=LLMJudge(judge_model))
+    settings = {
+        name: value
+        for name, value in (('low_water', args.low_water), ('memento_share', args.memento_share))
+        if value is not None
+    }
     reports: list[ReplayReport] = []
     many = len(args.paths) > 1
     with progress_bar('replaying', len(args.paths), enabled=wants_progress(args.json)) as advance:
@@ -111,13 +118,9 @@ async def _replay_all(
                 budget=args.budget,
                 namespace=args.namespace,
                 counter=counter,
-                compressor=None if compressor is None else LLMCompressor(compressor),
-                judge='default' if judge is None else CombinedJudge(llm=LLMJudge(judge)),
-                settings={
-                    name: value
-                    for name, value in (('low_water', args.low_water), ('memento_share', args.memento_share))
-                    if value is not None
-                },
+                compressor=compressor,
+                judge=judge,
+                settings=settings,
             )
             reports.append(report)
             advance()

@@ -206,6 +206,7 @@ class LocomoReport:
     compressor: str = 'extractive'
     """What wrote the mementos (`llm:MODEL` with `EngineSpec.compressor`)."""
     judge: str = 'rubric'
+    """What judged them (`rubric+llm:MODEL` with `EngineSpec.judge`)."""
     usage_tokens: int = 0
     """LLM tokens spent writing and judging the mementos (0 without a model)."""
 
@@ -279,7 +280,6 @@ def evaluate_locomo(
     import time
 
     engine = engine or EngineSpec()
-
     methods = methods_for(methods, embedding)
     counter = counter or TokenCounter()
     samples = load_locomo(path)[:limit]

@@ -85,6 +85,7 @@ class LongMemEvalReport:
     compressor: str = 'extractive'
     """What wrote the mementos (`llm:MODEL` with `EngineSpec.compressor`)."""
     judge: str = 'rubric'
+    """What judged them (`rubric+llm:MODEL` with `EngineSpec.judge`)."""
     usage_tokens: int = 0
     """LLM tokens spent writing and judging the mementos (0 without a model)."""
 
