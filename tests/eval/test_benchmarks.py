@@ -144,3 +144,18 @@ def test_evaluators_say_what_they_are_doing(locomo_slice: Path, longmemeval_orac
     total = int(sessions[-1].split('/')[1].split()[0])
     assert sessions == [f'ingested {n}/{total} dialogues' for n in range(1, total + 1)] and total >= 3
     assert heard[-1] == 'ranking 3 questions'
+
+
+def test_blocks_whose_compressor_failed_are_counted_and_named(
+    locomo_slice: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    # without the provider's package (or, with it, without a key) every block's compressor run fails
+    monkeypatch.delenv('OPENAI_API_KEY', raising=False)
+    report = evaluate_locomo(locomo_slice, methods=('bm25',), workers=1, engine=EngineSpec(compressor='openai:x'))
+    assert report.mementos == 0 and len(report.memento_errors) == report.blocks > 0
+    data = report.to_json()
+    assert data['blocks_without_memento'] == report.blocks and len(data['memento_errors']) == 1
+    assert data['memento_errors'][0].startswith('llm:openai:x failed: ')
+    # the blocks are still archived and ranked by their own text
+    assert report.recall['bm25']['overall'][10] > 0
+    assert f'{report.blocks} blocks without a memento, the compressor failed: ' in _eval_cmd._written_by(report)

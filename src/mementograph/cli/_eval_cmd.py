@@ -142,9 +142,13 @@ def _engine(args: argparse.Namespace) -> EngineSpec:
 
 
 def _written_by(report: LocomoReport | LongMemEvalReport) -> str:
-    if report.compressor == 'extractive' and report.judge == 'rubric':
-        return ''
-    return f'; mementos by {report.compressor}, judged by {report.judge}: {report.usage_tokens} LLM tokens'
+    text = ''
+    if report.compressor != 'extractive' or report.judge != 'rubric':
+        text = f'; mementos by {report.compressor}, judged by {report.judge}: {report.usage_tokens} LLM tokens'
+    if report.memento_errors:  # the blocks are archived and ranked all the same, by their own text
+        first = report.memento_errors[0]
+        text += f'\n{len(report.memento_errors)} blocks without a memento, the compressor failed: {first}'
+    return text
 
 
 def _common(parser: argparse.ArgumentParser, ks: Sequence[int]) -> None:

@@ -63,6 +63,7 @@ __all__ = (
     'Segment',
     'Turn',
     'default_workers',
+    'distinct_errors',
     'ingest_all',
 )
 
@@ -158,6 +159,8 @@ class IngestedDialogue:
     dialogue_tokens: int
     usage_tokens: int = 0
     """LLM tokens the engine spent on this dialogue's mementos (0 for the extractive compressor and rubric)."""
+    memento_errors: tuple[str, ...] = ()
+    """Why blocks have no memento, one entry per such block (a failing compressor: a model's errors)."""
 
 
 def _message(turn: Turn, index: int) -> ModelMessage:
@@ -201,6 +204,7 @@ class DialogueIngestor:
         ingested: list[IngestedBlock] = []
         tokens_total = 0
         usage_tokens = 0
+        errors: list[str] = []
         for segment in dialogue.segments:
             start = len(messages)
             segment_messages = [_message(turn, start + i) for i, turn in enumerate(segment.turns)]
@@ -221,7 +225,10 @@ class DialogueIngestor:
             blocks: list[BlockRecord] = []
             mementos: list[MementoRecord] = []
             mentions: list[Mention] = []
-            for (first, end, block_input), result in zip(inputs, results, strict=True):
+            for (first, end, block_input), outcome in zip(inputs, results, strict=True):
+                result = None if isinstance(outcome, str) else outcome
+                if isinstance(outcome, str):
+                    errors.append(outcome)
                 stamp = segment.turns[first - start].timestamp
                 block = BlockRecord.from_messages(
                     block_input.messages,
@@ -301,14 +308,16 @@ class DialogueIngestor:
             turns=len(messages),
             dialogue_tokens=tokens_total,
             usage_tokens=usage_tokens,
+            memento_errors=tuple(errors),
         )
 
-    async def _memento(self, block: BlockInput) -> MementoResult | None:
+    async def _memento(self, block: BlockInput) -> MementoResult | str:
+        """The block's memento, or why there is none (the compressor failed: the block is archived without one)."""
         assert self.engine is not None
         try:
             return await self.engine.make_memento(block)
-        except CompressionError:
-            return None
+        except CompressionError as exc:
+            return str(exc)
 
     @staticmethod
     def replay(store: GraphStore, ingested: IngestedDialogue) -> None:
@@ -393,6 +402,11 @@ def ingest_all(
         for ingested in pool.map(_ingest_in_worker, dialogues, [settings] * len(dialogues), chunksize=4):
             done(ingested)
     return out
+
+
+def distinct_errors(errors: Sequence[str], limit: int = 5) -> list[str]:
+    """The first `limit` distinct errors, in the order they came: a failing model repeats one error per block."""
+    return list(dict.fromkeys(errors))[:limit]
 
 
 def default_workers() -> int:

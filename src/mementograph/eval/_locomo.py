@@ -34,7 +34,17 @@ from .._tokens import TokenCounter
 from ..knowledge_graph.recall import DENSE_METHODS, Method, rank_blocks
 from ..knowledge_graph.store import open_store
 from ._common import Table, dense_index, key_weights, methods_for, order_turns, query_keys, text_keys
-from ._ingest import Dialogue, DialogueIngestor, EngineSpec, IngestedDialogue, Progress, Segment, Turn, ingest_all
+from ._ingest import (
+    Dialogue,
+    DialogueIngestor,
+    EngineSpec,
+    IngestedDialogue,
+    Progress,
+    Segment,
+    Turn,
+    distinct_errors,
+    ingest_all,
+)
 from ._metrics import evidence_recall, retains_answer
 
 __all__ = (
@@ -209,6 +219,8 @@ class LocomoReport:
     """What judged them (`rubric+llm:MODEL` with `EngineSpec.judge`)."""
     usage_tokens: int = 0
     """LLM tokens spent writing and judging the mementos (0 without a model)."""
+    memento_errors: tuple[str, ...] = ()
+    """Why blocks have no memento, one entry per such block (a failing compressor)."""
 
     def to_json(self) -> dict[str, Any]:
         return {
@@ -216,6 +228,8 @@ class LocomoReport:
             'compressor': self.compressor,
             'judge': self.judge,
             'usage_tokens': self.usage_tokens,
+            'blocks_without_memento': len(self.memento_errors),
+            'memento_errors': distinct_errors(self.memento_errors),
             'embedding_model': self.embedding_model,
             'seconds_embed': round(self.seconds_embed, 2),
             'ks': list(self.ks),
@@ -351,6 +365,7 @@ def evaluate_locomo(
         compressor=engine.names[0],
         judge=engine.names[1],
         usage_tokens=sum(d.usage_tokens for d in ingested),
+        memento_errors=tuple(error for d in ingested for error in d.memento_errors),
     )
 
 

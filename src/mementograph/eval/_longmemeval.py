@@ -38,7 +38,17 @@ from ..knowledge_graph.dense import DenseIndex
 from ..knowledge_graph.recall import DENSE_METHODS, Method, parse_time, rank_blocks
 from ..knowledge_graph.store import GraphStore, open_store
 from ._common import Table, dense_index, methods_for
-from ._ingest import Dialogue, DialogueIngestor, EngineSpec, IngestedDialogue, Progress, Segment, Turn, ingest_all
+from ._ingest import (
+    Dialogue,
+    DialogueIngestor,
+    EngineSpec,
+    IngestedDialogue,
+    Progress,
+    Segment,
+    Turn,
+    distinct_errors,
+    ingest_all,
+)
 from ._metrics import ndcg_any, recall_all
 
 __all__ = ('DEFAULT_KS', 'LongMemEvalReport', 'evaluate_longmemeval', 'longmemeval_tables')
@@ -88,6 +98,8 @@ class LongMemEvalReport:
     """What judged them (`rubric+llm:MODEL` with `EngineSpec.judge`)."""
     usage_tokens: int = 0
     """LLM tokens spent writing and judging the mementos (0 without a model)."""
+    memento_errors: tuple[str, ...] = ()
+    """Why blocks have no memento, one entry per such block (a failing compressor)."""
 
     def to_json(self) -> dict[str, Any]:
         return {
@@ -95,6 +107,8 @@ class LongMemEvalReport:
             'compressor': self.compressor,
             'judge': self.judge,
             'usage_tokens': self.usage_tokens,
+            'blocks_without_memento': len(self.memento_errors),
+            'memento_errors': distinct_errors(self.memento_errors),
             'embedding_model': self.embedding_model,
             'seconds_embed': round(self.seconds_embed, 2),
             'ks': list(self.ks),
@@ -304,6 +318,7 @@ def evaluate_longmemeval(
         compressor=engine.names[0],
         judge=engine.names[1],
         usage_tokens=sum(d.usage_tokens for d in ingested.values()),
+        memento_errors=tuple(error for d in ingested.values() for error in d.memento_errors),
     )
 
 
