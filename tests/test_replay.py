@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import asyncio
 import json
 from pathlib import Path
 from typing import Any
@@ -246,13 +247,13 @@ def test_cli_replay_takes_compaction_settings(chat_file: Path, capsys: pytest.Ca
     args = ['replay', str(chat_file), '--budget', '2500', '--json']
     assert main(args) == 0
     (default,) = json.loads(capsys.readouterr().out)['files']
-    assert main([*args, '--low-water', '0.2']) == 0
-    (lower,) = json.loads(capsys.readouterr().out)['files']
-    assert main([*args, '--memento-share', '0.9']) == 0
+    assert main([*args, '--memento-share', '0.9', '--low-water', '0.2']) == 0
     (roomier,) = json.loads(capsys.readouterr().out)['files']
-    # evicting down to 20% of the budget instead of half of it makes the context smaller on average; more room for
-    # mementos keeps more of them (fewer merges) and makes it larger
-    assert lower['mean_tokens'] < default['mean_tokens'] < roomier['mean_tokens']
+    # more room for mementos keeps more of them (fewer merges): a larger context on average (~1,530 -> ~1,770 tokens;
+    # the low-water mark changes little here, as each compaction evicts every completed block either way)
+    assert roomier['mean_tokens'] > default['mean_tokens'] * 1.05
+    with pytest.raises(ValueError, match='low_water must be in'):  # the settings reach the capability
+        asyncio.run(replay_report(chat_file, store=open_store('memory://'), budget=2500, settings={'low_water': 2}))
     for option, value in (('--low-water', '1'), ('--memento-share', '0')):
         assert main([*args, option, value]) == 2
         assert f'{option} must be in' in capsys.readouterr().err
