@@ -226,9 +226,11 @@ class DialogueIngestor:
             mementos: list[MementoRecord] = []
             mentions: list[Mention] = []
             for (first, end, block_input), outcome in zip(inputs, results, strict=True):
-                result = None if isinstance(outcome, str) else outcome
+                result = None
                 if isinstance(outcome, str):
                     errors.append(outcome)
+                else:
+                    result = outcome
                 stamp = segment.turns[first - start].timestamp
                 block = BlockRecord.from_messages(
                     block_input.messages,
@@ -326,8 +328,8 @@ class DialogueIngestor:
             store.write_eviction(eviction)
 
 
-_WORKER: DialogueIngestor | None = None
-_WORKER_SETTINGS: tuple[str, int, int, EngineSpec] | None = None
+_WORKER: tuple[tuple[str, int, int, EngineSpec], DialogueIngestor] | None = None
+"""This process's ingestor and the settings it was built with."""
 _LOOP: tuple[int, asyncio.AbstractEventLoop] | None = None
 _T = TypeVar('_T')
 
@@ -344,11 +346,11 @@ def _run_in_process_loop(work: Coroutine[Any, Any, _T]) -> _T:
 
 
 def _ingest_in_worker(dialogue: Dialogue, settings: tuple[str, int, int, EngineSpec]) -> IngestedDialogue:
-    global _WORKER, _WORKER_SETTINGS
-    namespace, min_tokens, max_tokens, spec = settings
-    if _WORKER is None or settings != _WORKER_SETTINGS:
+    global _WORKER
+    if _WORKER is None or _WORKER[0] != settings:
+        namespace, min_tokens, max_tokens, spec = settings
         counter = TokenCounter()
-        _WORKER = DialogueIngestor(
+        ingestor = DialogueIngestor(
             counter=counter,
             engine=spec.engine(counter),
             namespace=namespace,
@@ -356,10 +358,10 @@ def _ingest_in_worker(dialogue: Dialogue, settings: tuple[str, int, int, EngineS
             max_tokens=max_tokens,
             log_messages=False,
         )
-        _WORKER_SETTINGS = settings
+        _WORKER = (settings, ingestor)
     store = open_store('memory://')
     try:
-        return _run_in_process_loop(_WORKER.ingest(store, dialogue))
+        return _run_in_process_loop(_WORKER[1].ingest(store, dialogue))
     finally:
         store.close()
 
