@@ -558,7 +558,7 @@ class ReplayReport:
         return self.peak_tokens <= self.budget * 1.1 or self.max_message_tokens > self.budget
 
     def to_dict(self) -> dict[str, Any]:
-        """The contract fields first (DESIGN.md, `replay --json`), then the counts behind them."""
+        """The contract fields first (the `replay --json` contract), then the counts behind them."""
         return {
             'path': self.source,
             'peak_tokens_baseline': self.peak_tokens_baseline,

@@ -56,7 +56,10 @@ def _load_tiktoken(encoding: str) -> Callable[[str], int]:
     try:
         enc = tiktoken.get_encoding(encoding)
     except ValueError as exc:
-        raise TokenizerUnavailableError(f'unknown tiktoken encoding {encoding!r}: {exc}') from exc
+        known = ', '.join(tiktoken.list_encoding_names())
+        raise TokenizerUnavailableError(
+            f'unknown tiktoken encoding {encoding!r}: use one of {known}, or estimate (the character estimator)'
+        ) from exc
     except Exception as exc:
         cache = os.environ.get('TIKTOKEN_CACHE_DIR') or os.environ.get('DATA_GYM_CACHE_DIR')
         where = f'TIKTOKEN_CACHE_DIR={cache!r} does not hold it' if cache else 'TIKTOKEN_CACHE_DIR is not set'

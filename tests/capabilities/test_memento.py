@@ -200,6 +200,11 @@ def test_create_agent_has_memento_on_by_default(store: GraphStore) -> None:
     for share in (0.0, 1.5):
         with pytest.raises(ValueError, match='memento_share must be in'):
             MementoCompaction(store, max_tokens=1000, memento_share=share)
+    # a misspelt store URI too: it would otherwise warn at every request and archive nothing
+    with pytest.raises(ValueError, match="unknown store URI 'postgres://db'"):
+        MementoCompaction('postgres://db', max_tokens=1000)
+    with pytest.raises(ValueError, match='names no file'):
+        MementoCompaction('sqlite://', max_tokens=1000)
 
 
 def test_loads_from_an_agent_spec(tmp_path: Path) -> None:

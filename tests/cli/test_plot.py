@@ -45,7 +45,12 @@ def test_plot_text_names_the_file(demo_run: DemoRun, tmp_path: Path, capsys: pyt
 
 
 def test_plot_user_errors(tmp_path: Path, demo_run: DemoRun, capsys: pytest.CaptureFixture[str]) -> None:
+    missing = tmp_path / 'missing.db'
+    assert main(['plot', '--store', f'sqlite://{missing}']) == 3
+    assert f'no store at {missing} (from --store)' in capsys.readouterr().err
+    assert not missing.exists()  # reading never creates a store
     empty = f'sqlite://{tmp_path / "empty.db"}'
+    open_store(empty).close()
     assert main(['plot', '--store', empty]) == 3
     assert 'no session in namespace' in capsys.readouterr().err
     assert main(['plot', '--store', demo_run.data['store'], '--session', 'nope']) == 3

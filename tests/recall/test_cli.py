@@ -35,7 +35,11 @@ def run(argv: list[str]) -> int:
 def test_recall_command(store_uri: str, capsys: pytest.CaptureFixture[str]) -> None:
     assert run(['recall', 'adoption agencies', '--store', store_uri, '--k', '2']) == 0
     out = capsys.readouterr().out
-    assert out.startswith('1. recover_block("mem_') and 'adoption' in out
+    assert out.startswith('1. mem_') and '  session conv-1  score ' in out and 'adoption' in out
+    assert 'recover_block(' not in out  # the agent's tool call means nothing at a terminal
+    assert out.rstrip().endswith(
+        'mementograph recover ID prints the archived blocks of any id above (byte-exact, hash-checked)'
+    )
     assert run(['recall', 'adoption agencies', '--store', store_uri, '--json', '--method', 'graph']) == 0
     data = json.loads(capsys.readouterr().out)
     assert data['method'] == 'graph' and data['hits'][0]['memento_id'].startswith('mem_')
@@ -44,6 +48,21 @@ def test_recall_command(store_uri: str, capsys: pytest.CaptureFixture[str]) -> N
     assert later and all(hit['started_at'] >= '2023-06-01' for hit in later)
     assert run(['recall', 'xylophone', '--store', store_uri]) == 0
     assert 'Nothing archived matches' in capsys.readouterr().out
+
+
+@pytest.mark.parametrize(
+    ('argv', 'message'),
+    [
+        (['recall', ' '], 'recall needs a query'),
+        (['recall', 'adoption', '--k', '0'], '--k must be at least 1, not 0'),
+        (['pages', '--part', '0'], '--part must be at least 1'),
+        (['pages', '--max-tokens', '5'], '--max-tokens at least 20'),
+    ],
+)
+def test_recall_and_pages_refuse_bad_arguments(store_uri: str, argv: list[str], message: str) -> None:
+    with pytest.raises(CliError, match=message) as raised:
+        run([*argv, '--store', store_uri])
+    assert raised.value.code == 2
 
 
 def test_recall_command_by_meaning(
@@ -85,8 +104,26 @@ def test_pages_command(store_uri: str, capsys: pytest.CaptureFixture[str]) -> No
     data = json.loads(capsys.readouterr().out)
     assert data['session_id'] == 'conv-1' and data['pages']
     first = data['pages'][0]
-    assert run(['pages', '--store', store_uri, '--page', str(first['number'])]) == 0
-    assert capsys.readouterr().out.startswith(f'[page {first["number"]} {first["id"]}')
+    assert run(['pages', '--store', store_uri]) == 0
+    assert capsys.readouterr().out.startswith('session conv-1\n')
+    assert run(['pages', '--store', store_uri, '--page', str(first['number']), '--max-tokens', '20', '--json']) == 0
+    part = json.loads(capsys.readouterr().out)
+    assert part['page'] == first['id'] and part['part'] == 1 and part['parts'] > 1
+    assert part['text'].startswith(f'[page {first["number"]} {first["id"]}')
+    assert f'part 1 of {part["parts"]}; next: --part 2]' in part['text']  # what a terminal user types next
+    assert (
+        run(['pages', '--store', store_uri, '--page', first['id'], '--max-tokens', '20', '--part', str(part['parts'])])
+        == 0
+    )
+    assert f'part {part["parts"]} of {part["parts"]}]' in capsys.readouterr().out
+    for argv, message in (
+        (['--page', '99'], "no page '99' in session 'conv-1'"),
+        (['--page', first['id'], '--part', str(part['parts'] + 1), '--max-tokens', '20'], f'has {part["parts"]} parts'),
+        (['--session', 'nope'], "no session 'nope' in namespace 'default'"),
+    ):
+        with pytest.raises(CliError, match=message) as raised:
+            run(['pages', '--store', store_uri, *argv])
+        assert raised.value.code == 3
 
 
 def test_embed_command_stores_every_vector_once(

@@ -55,6 +55,12 @@ def test_dialogue_kinds() -> None:
     assert kinds['num:4 years'] == 'number'
 
 
+def test_an_identifier_after_in_is_not_a_place() -> None:
+    text = '[return read_file]\n"""Module 0."""\n\ndef scale_0(value):\n    """Multiply by 3 (the constant lives in CONFIG_0)."""\n'
+    assert keys_of(text)['name:config_0'] == 'name'
+    assert keys_of('Caroline: I grew up in Lisbon.')['name:lisbon'] == 'place'
+
+
 def test_sentence_openers_are_not_names_but_recurring_capitals_are() -> None:
     keys = keys_of('Wow, that is great. Thanks! Gonna go. Last Friday we met Jo. Jo liked it.')
     assert 'name:jo' in keys

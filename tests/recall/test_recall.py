@@ -86,6 +86,8 @@ def test_bm25_and_fused_methods(store: GraphStore, ingested: IngestedDialogue) -
     target = block_with(ingested, 'S2:2')
     bm25 = rank_blocks(store, 'passed QuerySet.filter', method='bm25', session_id='conv-1')
     assert bm25[0].block_id == target and any(r.startswith('bm25 rank') for r in bm25[0].reasons)
+    # reached through its memento too, a block names its best full-text rank once
+    assert all(sum(r.startswith('bm25 rank') for r in b.reasons) == 1 for b in bm25)
     fused = rank_blocks(store, 'passed QuerySet.filter', method='fused', session_id='conv-1')
     assert fused[0].block_id == target
     assert rank_blocks(store, 'the of and', method='fused', session_id='conv-1') == []

@@ -47,6 +47,7 @@ def known(store: SqliteStore, unique_namespace: str) -> Known:
         ('MATCH (m:Memento) RETURN labels(m)', r'function labels\(\)'),
         ('MATCH p = (m:Memento)-[:SUMMARIZES]->(b) RETURN length(p)', r'function length\(\)'),
         ('MATCH (m:Memento) RETURN m.tokens * 2 AS double', 'cannot run this query'),
+        ('MATCH (m:Memento) RETURN m.id LIMIT', r'cannot run this query \(at its end: '),  # no "line -1"
         ('MATCH (m:Memento) RETURN COUNT { (m)-->() } AS n', 'COUNT'),
         ('MATCH (b:EvictedBlock) RETURN DISTINCT b.kind AS kind', 'DISTINCT with AS'),
     ],

@@ -230,7 +230,7 @@ def test_tampered_block_is_a_hash_mismatch_and_exit_4(
     data = json.loads(out)
     assert data['ok'] is False and data['blocks_checked'] == report.blocks_checked
     assert [(p['kind'], p['subject_id']) for p in data['problems']] == [('hash_mismatch', block_id)]
-    assert 'verify failed: 1 problems' in err
+    assert 'verify failed: 1 problem in' in err
     assert cli(backend, ['verify', '--session', 'a'], monkeypatch) == 4
     out = capsys.readouterr().out
     assert f'hash_mismatch  {block_id}  session a: stored sha256' in out

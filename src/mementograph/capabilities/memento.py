@@ -53,7 +53,7 @@ from ..knowledge_graph.memory import (
     time_zone,
 )
 from ..knowledge_graph.recall import page_index_text
-from ..knowledge_graph.store import GraphStore, open_store
+from ..knowledge_graph.store import GraphStore, check_store_uri, open_store
 from ._compactor import CompactionPolicy, CompactionReport, MentionExtractor, SessionCompactor, Trigger
 from ._events import MementoEvictedEvent, MementoSkippedEvent
 from ._threads import in_thread
@@ -279,6 +279,8 @@ class MementoCompaction(AbstractCapability[AgentDepsT]):
             raise ValueError(f'retention must be one of {", ".join(map(repr, _RETENTIONS))}, not {self.retention!r}')
         if self.redact is not None and not callable(self.redact):
             raise ValueError('redact must be a function taking and returning a str')
+        if isinstance(self.store, str):  # misspelt, it would only warn at every request and archive nothing
+            check_store_uri(self.store)
         self._zone = time_zone(self.timezone)
         self._shared = _Shared(partial(_open, self.store))
         # the vectors stay valid for every run: one index, filled once per session

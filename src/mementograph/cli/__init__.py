@@ -3,6 +3,8 @@
 from __future__ import annotations
 
 import argparse
+import logging
+import os
 import sys
 from collections.abc import Sequence
 
@@ -37,6 +39,8 @@ def build_parser() -> argparse.ArgumentParser:
     _mcp_cmd.register(commands)
     _plot_cmd.register(commands)
     _verify_cmd.register(commands)
+    for command in (parser, *commands.choices.values()):
+        command.allow_abbrev = False  # `export --json` must not silently mean `--jsonl`
     return parser
 
 
@@ -46,6 +50,9 @@ def main(argv: Sequence[str] | None = None) -> int:
 
     # The first-run banner of pydantic-ai would interleave with our output (replay, demo progress, JSON on stdout).
     pydantic_ai.BANNER_ENABLED = False
+    # The Neo4j driver logs a failed connection at WARNING before raising; with no handler configured Python would
+    # print that line beside ours, which already says what failed.
+    logging.getLogger('neo4j').addHandler(logging.NullHandler())
     parser = build_parser()
     args = parser.parse_args(argv)
     try:
@@ -56,16 +63,28 @@ def main(argv: Sequence[str] | None = None) -> int:
     except NotFoundError as exc:
         print(f'mementograph: not found: {exc}', file=sys.stderr)
         return 3
+    except BrokenPipeError:  # e.g. `| head`: the reader is gone, nothing to report
+        _quiet_stdout()
+        return 141
     except (StoreError, TokenizerUnavailableError, ValueError, OSError) as exc:
         print(f'mementograph: error: {exc}', file=sys.stderr)
         return 1
-    except BrokenPipeError:  # e.g. `| head`: the reader is gone, nothing to report
-        sys.stderr.close()
-        return 141
     except KeyboardInterrupt:
         print('mementograph: interrupted', file=sys.stderr)
         return 130
+    try:  # output still buffered meets a closed pipe here, not at interpreter exit (an unraisable error then)
+        sys.stdout.flush()
+    except BrokenPipeError:
+        _quiet_stdout()
+        return 141
     return code
+
+
+def _quiet_stdout() -> None:
+    """Point stdout at /dev/null, so the interpreter's last flush of what is left does not fail again."""
+    devnull = os.open(os.devnull, os.O_WRONLY)
+    os.dup2(devnull, sys.stdout.fileno())
+    os.close(devnull)
 
 
 if __name__ == '__main__':  # pragma: no cover

@@ -11,7 +11,14 @@ from contextlib import contextmanager
 from typing import TYPE_CHECKING, Any, Final
 
 from ..knowledge_graph import DEFAULT_NAMESPACE
-from ..knowledge_graph.store import GraphStore, open_store
+from ..knowledge_graph.store import (
+    STORE_ENV,
+    GraphStore,
+    UnknownStoreSchemeError,
+    open_store,
+    resolve_store_uri,
+    sqlite_path,
+)
 
 if TYPE_CHECKING:
     from pydantic_ai.embeddings import EmbeddingModel
@@ -117,10 +124,32 @@ def load_embedding(spec: str | None) -> EmbeddingModel | None:
     return model
 
 
+def _store_origin(args: argparse.Namespace) -> str:
+    """Where the store URI came from, for messages: a wrong `$MEMENTOGRAPH_STORE` is otherwise hard to spot."""
+    if getattr(args, 'store', None):
+        return '--store'
+    return f'${STORE_ENV}' if os.environ.get(STORE_ENV) else 'the default store'
+
+
 @contextmanager
-def store_from(args: argparse.Namespace) -> Iterator[GraphStore]:
-    """Open the store the arguments name, and close it afterwards."""
-    store = open_store(args.store)
+def store_from(args: argparse.Namespace, *, create: bool = False) -> Iterator[GraphStore]:
+    """Open the store the arguments name, and close it afterwards.
+
+    A command that only reads (`create=False`) refuses a SQLite file that does not exist: opening it would make
+    an empty store, and a misspelt path would then answer "nothing found" or "OK" instead of saying it is wrong.
+    """
+    uri = getattr(args, 'store', None)
+    try:
+        path = sqlite_path(uri)
+    except UnknownStoreSchemeError as exc:
+        raise CliError(f'{exc} (from {_store_origin(args)})', code=2) from None
+    if path is not None and not create and not path.exists():
+        raise CliError(
+            f'no store at {path} (from {_store_origin(args)}): nothing has been archived there yet; check the path, '
+            'or archive something first (an agent with MementoCompaction, or `mementograph demo`)',
+            code=3,
+        )
+    store = open_store(resolve_store_uri(uri))
     try:
         yield store
     finally:

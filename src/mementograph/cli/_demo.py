@@ -679,7 +679,7 @@ def _demo(args: argparse.Namespace) -> int:
         if console is not None:
             console.print(line, highlight=False, soft_wrap=True)
 
-    with store_from(args) as store:
+    with store_from(args, create=True) as store:
         summary = run_demo(
             store,
             model=args.model,

@@ -7,6 +7,7 @@ import os
 import sys
 
 from ..knowledge_graph.dense import BackgroundSync
+from ..knowledge_graph.store import UnknownStoreSchemeError, sqlite_path
 from ._common import (
     CliError,
     add_embedding_option,
@@ -44,7 +45,14 @@ def _mcp(args: argparse.Namespace) -> int:
                 code=2,
             )
     embedding = load_embedding(args.embedding)
-    with store_from(args) as store:
+    try:
+        path = sqlite_path(args.store)
+    except UnknownStoreSchemeError:
+        path = None  # `store_from` says what is wrong with it
+    if path is not None and not path.exists():  # served anyway: an agent may start archiving there later
+        print(f'mementograph mcp: no store at {path} yet; serving empty memory until something is archived there',
+              file=sys.stderr, flush=True)  # fmt: skip
+    with store_from(args, create=True) as store:
         server = create_server(
             store,
             namespace=args.namespace,

@@ -7,16 +7,21 @@ from dataclasses import asdict
 from datetime import UTC, datetime
 from typing import TYPE_CHECKING
 
+from .._tokens import TokenCounter
+from ..knowledge_graph import PageRecord
 from ..knowledge_graph.dense import DenseIndex
 from ..knowledge_graph.recall import (
     DENSE_METHODS,
     METHODS,
     Method,
     PagePolicy,
+    RecallHit,
+    find_page,
+    page_header,
     page_index_text,
+    page_parts,
     recall,
     render_recall,
-    retrieve_page,
 )
 from ..knowledge_graph.store import GraphStore
 from ._common import (
@@ -37,6 +42,10 @@ __all__ = ('register',)
 
 
 def _recall(args: argparse.Namespace) -> int:
+    if not args.query.strip():
+        raise CliError('recall needs a query: the names or words to look for', code=2)
+    if args.k < 1:
+        raise CliError(f'--k must be at least 1, not {args.k}', code=2)
     method: Method = args.method or ('hybrid' if args.embedding else 'fused')
     if method in DENSE_METHODS and not args.embedding:
         raise CliError(f'--method {method} needs --embedding MODEL (or MEMENTOGRAPH_EMBEDDING_MODEL)', code=2)
@@ -57,8 +66,15 @@ def _recall(args: argparse.Namespace) -> int:
             dense=dense,
         )
     data = {'query': args.query, 'method': method, 'hits': [asdict(hit) for hit in hits]}
-    emit(args, data, render_recall(hits, args.query, max_chars=1_000_000))
+    text = render_recall(hits, args.query, max_chars=1_000_000, label=_hit_label)
+    if hits:
+        text += '\n\nmementograph recover ID prints the archived blocks of any id above (byte-exact, hash-checked)'
+    emit(args, data, text)
     return 0
+
+
+def _hit_label(hit: RecallHit) -> str:
+    return f'{hit.memento_id or hit.block_id}  session {hit.session_id} '
 
 
 def _synced_index(
@@ -111,20 +127,17 @@ def _latest_session(store: GraphStore, namespace: str) -> str:
 
 
 def _pages(args: argparse.Namespace) -> int:
+    if args.part < 1 or args.max_tokens < 20:
+        raise CliError(f'--part must be at least 1 and --max-tokens at least 20, not {args.part} / {args.max_tokens}',
+                       code=2)  # fmt: skip
     with store_from(args) as store:
         session = args.session or _latest_session(store, args.namespace)
-        if args.page is not None:
-            text = retrieve_page(
-                store,
-                args.page,
-                session_id=session,
-                namespace=args.namespace,
-                part=args.part,
-                max_tokens=args.max_tokens,
-            )
-            emit(args, {'session_id': session, 'page': args.page, 'part': args.part, 'text': text}, text)
-            return 0
         pages = store.list_pages(namespace=args.namespace, session_id=session)
+        if not pages and all(known.id != session for known in store.list_sessions(namespace=args.namespace)):
+            raise CliError(f'no session {session!r} in namespace {args.namespace!r} (see `mementograph stats`)', code=3)
+        if args.page is not None:
+            _print_page(args, store, pages, session)
+            return 0
         index = page_index_text(store, session_id=session, namespace=args.namespace, policy=PagePolicy())
     data = {
         'session_id': session,
@@ -144,12 +157,27 @@ def _pages(args: argparse.Namespace) -> int:
         ],
     }
     open_pages = [page for page in pages if not page.summary]
-    text = index or f'session {session}: no closed page yet'
+    text = f'session {session}\n' + (index or 'no closed page yet')
     if open_pages:
         page = open_pages[-1]
         text += f'\n(open) page {page.number} {page.id}: turns {page.first_turn}-{page.last_turn}, {len(page.block_ids)} blocks'
     emit(args, data, text)
     return 0
+
+
+def _print_page(args: argparse.Namespace, store: GraphStore, pages: list[PageRecord], session: str) -> None:
+    """One part of one page, or a one-line error (exit 3) for a page or part that is not there."""
+    record = find_page(pages, args.page)
+    if record is None:
+        raise CliError(f'no page {args.page!r} in session {session!r} ({len(pages)} pages; see `mementograph pages`)',
+                       code=3)  # fmt: skip
+    parts = page_parts(store, record, namespace=args.namespace, max_tokens=args.max_tokens, counter=TokenCounter())
+    if args.part > len(parts):
+        raise CliError(f'page {record.id} has {len(parts)} part{"s" * (len(parts) != 1)}, not {args.part}', code=3)
+    hint = f'; next: --part {args.part + 1}' if args.part < len(parts) else ''
+    text = page_header(record, args.part, len(parts), hint) + f'\n\n{parts[args.part - 1]}'
+    data = {'session_id': session, 'page': record.id, 'part': args.part, 'parts': len(parts), 'text': text}
+    emit(args, data, text)
 
 
 def register(commands: argparse._SubParsersAction[argparse.ArgumentParser]) -> None:

@@ -55,8 +55,9 @@ def _load_all(paths: list[str]) -> None:
         load_transcript(path)
 
 
-def _fmt_share(value: float) -> str:
-    return f'{value * 100:5.1f}%'
+def _fmt_share(value: float, *, of: int = 1) -> str:
+    """A share as a percentage; `-` when it is a share of nothing (`of` 0), which would otherwise read 100%."""
+    return f'{value * 100:5.1f}%' if of else '-'
 
 
 def _text(reports: list[ReplayReport], total: dict[str, Any], store_uri: str) -> str:
@@ -70,18 +71,18 @@ def _text(reports: list[ReplayReport], total: dict[str, Any], store_uri: str) ->
         name = name if len(name) <= 34 else name[:33] + '~'
         lines.append(
             f'{name:<34} {r.peak_tokens_baseline:>9} {r.peak_tokens:>6} {_fmt_share(r.reduction):>6} '
-            f'{r.blocks_evicted:>7} {r.blocks_recovered_exact:>5} {_fmt_share(r.fact_retention):>6} '
+            f'{r.blocks_evicted:>7} {r.blocks_recovered_exact:>5} {_fmt_share(r.fact_retention, of=r.blocks_evicted):>6} '
             f'{_fmt_share(r.facts_in_context):>6} {_fmt_share(r.facts_available):>6} '
-            f'{_fmt_share(r.memento_acceptance):>6} {r.cache_prefix_stability:>6.3f}'
+            f'{_fmt_share(r.memento_acceptance, of=r.blocks_evicted):>6} {r.cache_prefix_stability:>6.3f}'
         )
     if len(reports) > 1:
         lines.append('-' * len(header))
         lines.append(
             f'{"total (" + str(total["files"]) + " files)":<34} {total["peak_tokens_baseline"]:>9} '
             f'{total["peak_tokens"]:>6} {_fmt_share(total["reduction"]):>6} {total["blocks_evicted"]:>7} '
-            f'{total["blocks_recovered_exact"]:>5} {_fmt_share(total["fact_retention"]):>6} '
+            f'{total["blocks_recovered_exact"]:>5} {_fmt_share(total["fact_retention"], of=total["blocks_evicted"]):>6} '
             f'{_fmt_share(total["facts_in_context"]):>6} {_fmt_share(total["facts_available"]):>6} '
-            f'{_fmt_share(total["memento_acceptance"]):>6} {total["cache_prefix_stability"]:>6.3f}'
+            f'{_fmt_share(total["memento_acceptance"], of=total["blocks_evicted"]):>6} {total["cache_prefix_stability"]:>6.3f}'
         )
     lines.append(
         f'budget {total["budget"]} tokens, store {store_uri}'

@@ -5,22 +5,32 @@ from __future__ import annotations
 import argparse
 import json
 import sys
+from collections.abc import Sequence
 from dataclasses import asdict
 from pathlib import Path
 from typing import Any
 
 from .._messages import deserialize_messages
 from ..knowledge_graph.memory import render_block
-from ..knowledge_graph.store import GraphStore
+from ..knowledge_graph.store import GraphStore, RecoveredBlock, recover_chain
 from ._common import CliError, add_store_options, emit, store_from
 
 __all__ = ('register',)
+
+
+RECENT_SESSIONS = 5
+"""Sessions `stats` lists (the newest): where a user finds the id that `transcript`, `pages` and `forget` take."""
 
 
 def _stats(args: argparse.Namespace) -> int:
     with store_from(args) as store:
         stats = store.stats(namespace=args.namespace, session_id=args.session)
         uri = store.uri
+        recent = [] if args.session else store.list_sessions(namespace=args.namespace)[-RECENT_SESSIONS:]
+        sessions = [
+            {'id': s.id, 'created_at': s.created_at, 'blocks': store.count_blocks(namespace=args.namespace, session_id=s.id)}
+            for s in reversed(recent)
+        ]  # fmt: skip
     data = {'store': uri, 'namespace': args.namespace, **asdict(stats), 'tokens_saved': stats.tokens_saved}
     data.pop('details')
     lines = [
@@ -28,34 +38,51 @@ def _stats(args: argparse.Namespace) -> int:
         f'{"namespace":<20}{args.namespace}' + (f'  session {args.session}' if args.session else ''),
     ]
     lines += [f'{key:<20}{value}' for key, value in data.items() if key not in ('store', 'namespace')]
+    if sessions:
+        lines.append(f'newest sessions ({len(sessions)} of {stats.sessions}):')
+        lines += [f'  {s["id"]}  started {str(s["created_at"])[:19]}  {s["blocks"]} blocks' for s in sessions]
+        data['newest_sessions'] = sessions
     emit(args, data, '\n'.join(lines))
     return 0
 
 
-def _recover(args: argparse.Namespace) -> int:
-    with store_from(args) as store:
-        recovered = store.recover_block(args.block_id, namespace=args.namespace, session_id=args.session)
+def _block_data(recovered: RecoveredBlock) -> dict[str, Any]:
     record = recovered.record
-    messages = json.loads(record.messages_json)
-    data = {
+    return {
         'block_id': record.id,
         'session_id': record.session_id,
         'seq': record.seq,
         'sha256': record.sha256,
         'verified_sha256': True,
-        'messages': messages,
+        'messages': json.loads(record.messages_json),
     }
-    if args.raw:
-        sys.stdout.buffer.write(record.messages_json + b'\n')
-        return 0
+
+
+def _block_text(recovered: RecoveredBlock) -> str:
+    record = recovered.record
     header = f'block {record.id}  session {record.session_id}  messages {record.first_message}-{record.last_message}'
-    header += f'  sha256 {record.sha256} (verified)'
-    emit(args, data, header + '\n\n' + render_block(recovered.messages))
+    return header + f'  sha256 {record.sha256} (verified)\n\n' + render_block(recovered.messages)
+
+
+def _recover(args: argparse.Namespace) -> int:
+    # A memento id (what `recall` shows) recovers every block under it, as the agent's tool does.
+    with store_from(args) as store:
+        blocks = recover_chain(store, args.block_id, namespace=args.namespace, session_id=args.session)
+    if args.raw:  # one line of archived bytes per block, in session order
+        sys.stdout.buffer.write(b''.join(block.record.messages_json + b'\n' for block in blocks))
+        return 0
+    if not args.block_id.startswith('mem_'):
+        emit(args, _block_data(blocks[0]), _block_text(blocks[0]))
+        return 0
+    data = {'memento_id': args.block_id, 'blocks': [_block_data(block) for block in blocks]}
+    text = f'memento {args.block_id} summarizes {len(blocks)} block{"s" * (len(blocks) != 1)}\n\n'
+    emit(args, data, text + '\n\n'.join(_block_text(block) for block in blocks))
     return 0
 
 
 def export_records(store: GraphStore, namespace: str, session_id: str | None) -> list[dict[str, Any]]:
-    """One JSON-ready object per evicted block (format in DESIGN.md)."""
+    """One JSON-ready object per evicted block: its id, session, seq, sha256 and messages, with its memento, entity
+    mentions and page (`export --jsonl`)."""
     page_of = {
         block_id: page.id
         for page in store.list_pages(namespace=namespace, session_id=session_id)
@@ -153,12 +180,24 @@ def _transcript(args: argparse.Namespace) -> int:
             lines.append(render_block([messages[position]]))
             position += 1
         else:
-            report = json.loads(event.payload)
-            lines.append(
-                f'=== {event.kind} compaction: {", ".join(event.block_ids) or "-"} ({report.get("tokens_before", "?")} -> {report.get("tokens_after", "?")} tokens) ==='
-            )
+            lines.append(_compaction_line(event.kind, event.block_ids, json.loads(event.payload)))
     sys.stdout.write('\n'.join(lines) + '\n')
     return 0
+
+
+def _compaction_line(kind: str, block_ids: Sequence[str], report: dict[str, Any]) -> str:
+    """A compaction event as one line: what it archived and the context before and after, or, for mementos
+    merged into one (which archives nothing new), which mementos went into which."""
+    if 'into' in report:
+        merged = report.get('merged', [])
+        return (
+            f'=== {kind} compaction: {len(merged)} mementos merged into {report["into"]} '
+            f'(context {report.get("tokens_after", "?")} tokens after) ==='
+        )
+    return (
+        f'=== {kind} compaction: {", ".join(block_ids) or "-"} '
+        f'({report.get("tokens_before", "?")} -> {report.get("tokens_after", "?")} tokens) ==='
+    )
 
 
 def register(commands: argparse._SubParsersAction[argparse.ArgumentParser]) -> None:
@@ -168,8 +207,10 @@ def register(commands: argparse._SubParsersAction[argparse.ArgumentParser]) -> N
     stats.add_argument('--session', help='only this session')
     stats.set_defaults(func=_stats)
 
-    recover = commands.add_parser('recover', help='print an evicted block, byte-exact and hash-checked')
-    recover.add_argument('block_id')
+    recover = commands.add_parser(
+        'recover', help='print an evicted block (or every block under a memento), byte-exact and hash-checked'
+    )
+    recover.add_argument('block_id', help='a block id (blk_...) or a memento id (mem_...), as `recall` shows them')
     add_store_options(recover)
     recover.add_argument('--session', help='only look in this session')
     recover.add_argument('--raw', action='store_true', help='print the archived pydantic-ai JSON bytes exactly')

@@ -39,15 +39,15 @@ def _verify(args: argparse.Namespace) -> int:
     with store_from(args) as store:
         report = verify_store(store, namespace=args.namespace, session_id=args.session)
         uri = store.uri
-    if args.session and report.sessions_checked == 0:
-        raise CliError(
-            f'no session {args.session!r} in namespace {args.namespace!r} of {uri} (see `mementograph stats`)',
-            code=NOT_FOUND,
-        )
+    if report.sessions_checked == 0:  # a misspelt session or namespace must not pass as verified
+        where = f'session {args.session!r} in namespace' if args.session else 'session in namespace'
+        raise CliError(f'no {where} {args.namespace!r} of {uri}: nothing to verify (see `mementograph stats`)',
+                       code=NOT_FOUND)  # fmt: skip
     data = {'store': uri, 'namespace': args.namespace, 'session_id': args.session, **asdict(report)}
     emit(args, data, _verify_text(report, uri, args.namespace, args.session))
     if not report.ok:
-        print(f'mementograph: verify failed: {len(report.problems)} problems in {uri}', file=sys.stderr)
+        count = len(report.problems)
+        print(f'mementograph: verify failed: {count} problem{"s" * (count != 1)} in {uri}', file=sys.stderr)
         return VERIFY_FAILED
     return 0
 

@@ -511,6 +511,8 @@ def _dates_into(text: str, found: _Found) -> str:
 
 
 def _guess_name_kind(name: str, before: str, speakers: set[str]) -> str:
+    if any(char == '_' or char.isdigit() for char in name):  # an identifier (`CONFIG_0`), not a person or a place
+        return 'name'
     words = name.lower().replace('\u2019', "'").split()
     if name in speakers or (words and words[0].rstrip('.') in _TITLES):
         return 'person'

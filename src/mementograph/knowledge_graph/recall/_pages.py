@@ -29,7 +29,9 @@ from ..store import GraphStore, NotFoundError
 
 __all__ = (
     'PagePolicy',
+    'page_header',
     'page_index_text',
+    'page_parts',
     'pages_for_eviction',
     'retrieve_page',
 )
@@ -347,6 +349,22 @@ def find_page(pages: Sequence[PageRecord], page: str | int) -> PageRecord | None
     return found[0] if found else None
 
 
+def page_parts(
+    store: GraphStore, record: PageRecord, *, namespace: str, max_tokens: int, counter: TokenCounter
+) -> list[str]:
+    """A page's archived blocks, each read back hash-checked (`recover_block`) and rendered, grouped into parts of
+    at most `max_tokens` (never fewer than 20); at least one part, empty when none of its blocks is left."""
+    chunks: list[str] = []
+    for block_id in record.block_ids:
+        try:
+            recovered = store.recover_block(block_id, namespace=namespace, session_id=record.session_id)
+        except NotFoundError:
+            continue
+        text = f'[block {block_id}: messages {recovered.record.first_message}-{recovered.record.last_message}]\n'
+        chunks.append(text + render_block(recovered.messages))
+    return _split(chunks, max(20, max_tokens), counter)
+
+
 def retrieve_page(
     store: GraphStore,
     page: str | int | PageRecord,
@@ -360,7 +378,8 @@ def retrieve_page(
     """A page's archived blocks, rendered, within `max_tokens` per part; `part` pages through longer pages.
 
     Every block is read back hash-checked (`recover_block`). The answer starts with a header naming the page, the
-    part and how to get the next part.
+    part and how to get the next part. A page that is not there, or a part past the last, is said in the answer:
+    this is the agent's tool, which must not raise.
 
     Args:
         store: the store.
@@ -383,24 +402,19 @@ def retrieve_page(
         if found is None:
             return f'No page {page!r} in this session ({len(pages)} pages).'
         record = found
-    chunks: list[str] = []
-    for block_id in record.block_ids:
-        try:
-            recovered = store.recover_block(block_id, namespace=namespace, session_id=record.session_id)
-        except NotFoundError:
-            continue
-        text = f'[block {block_id}: messages {recovered.record.first_message}-{recovered.record.last_message}]\n'
-        chunks.append(text + render_block(recovered.messages))
-    parts = _split(chunks, max(20, max_tokens), counter)
-    total = len(parts)
-    index = min(max(part, 1), total)
+    parts = page_parts(store, record, namespace=namespace, max_tokens=max_tokens, counter=counter)
+    index = min(max(part, 1), len(parts))
+    hint = f'; next: retrieve_page("{record.id}", part={index + 1})' if index < len(parts) else ''
+    return page_header(record, index, len(parts), hint) + f'\n\n{parts[index - 1]}'
+
+
+def page_header(record: PageRecord, index: int, total: int, hint: str) -> str:
+    """`[page N pg_...: turns a-b, n blocks; part i of t<hint>]`, and the page's summary under its first part."""
     header = (
         f'[page {record.number} {record.id}: turns {record.first_turn}-{record.last_turn}, '
-        f'{len(record.block_ids)} blocks; part {index} of {total}'
+        f'{len(record.block_ids)} blocks; part {index} of {total}{hint}]'
     )
-    header += f'; next: retrieve_page("{record.id}", part={index + 1})]' if index < total else ']'
-    summary = f'\n{record.summary}' if record.summary and index == 1 else ''
-    return f'{header}{summary}\n\n{parts[index - 1]}'
+    return header + (f'\n{record.summary}' if record.summary and index == 1 else '')
 
 
 def _split(chunks: Sequence[str], max_tokens: int, counter: TokenCounter) -> list[str]:

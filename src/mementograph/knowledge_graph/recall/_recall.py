@@ -492,9 +492,9 @@ def _bm25(
             if not block_id.startswith('blk_'):
                 continue
             entry = acc[block_id]
-            if hit.score > entry.score or not entry.reasons:
-                entry.score = max(entry.score, hit.score)
-            entry.reasons[f'bm25 rank {rank}'] = None
+            if not entry.reasons:  # its best hit (a block is also reached through its memento, further down)
+                entry.reasons[f'bm25 rank {rank}'] = None
+            entry.score = max(entry.score, hit.score)
     return acc
 
 

@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 from typing import Final
 
 from ._recall import RecallHit
@@ -21,11 +21,23 @@ def _why(hit: RecallHit) -> str:
     return ', '.join(part for part in (words, meaning) if part) or 'text match'
 
 
-def render_recall(hits: Sequence[RecallHit], query: str, *, max_chars: int = 6_000) -> str:
+def tool_call_label(hit: RecallHit) -> str:
+    """How the agent gets a hit back: the `recover_block` call that recovers it."""
+    return f'recover_block("{hit.memento_id or hit.block_id}")'
+
+
+def render_recall(
+    hits: Sequence[RecallHit],
+    query: str,
+    *,
+    max_chars: int = 6_000,
+    label: Callable[[RecallHit], str] = tool_call_label,
+) -> str:
     """One entry per hit, best first: block id, score, why it matched, and its memento (cut to fit).
 
     Entries that would pass `max_chars` are left out and counted in a last line, so the answer never floods the
-    context however large `k` is.
+    context however large `k` is. `label` opens each entry: by default the tool call that recovers the hit, which
+    a person at a terminal would rather see as an id and its session.
     """
     if not hits:
         return f'Nothing archived matches {query!r}.'
@@ -38,10 +50,8 @@ def render_recall(hits: Sequence[RecallHit], query: str, *, max_chars: int = 6_0
         if len(memento) > MAX_MEMENTO_CHARS:
             memento = memento[: MAX_MEMENTO_CHARS - 3].rstrip() + '...'
         when = f' {hit.started_at[:16]}' if hit.started_at else ''
-        target = hit.memento_id or hit.block_id
-        entry = (
-            f'{rank}. recover_block("{target}") score {hit.score:.3f}{when} -- matched: {why}\n   '
-            + memento.replace('\n', '\n   ')
+        entry = f'{rank}. {label(hit)} score {hit.score:.3f}{when} -- matched: {why}\n   ' + memento.replace(
+            '\n', '\n   '
         )
         if used + len(entry) > max_chars and shown:
             break

@@ -15,7 +15,16 @@ from ._errors import (
     UnknownStoreSchemeError,
     UnsupportedQueryError,
 )
-from ._open import NEO4J_SCHEMES, STORE_ENV, SUPPORTED_SCHEMES, default_store_uri, open_store, resolve_store_uri
+from ._open import (
+    NEO4J_SCHEMES,
+    STORE_ENV,
+    SUPPORTED_SCHEMES,
+    check_store_uri,
+    default_store_uri,
+    open_store,
+    resolve_store_uri,
+    sqlite_path,
+)
 from ._protocol import BlockLink, GraphLinks, GraphStore, MementoLink, PageLink, RecoveredBlock, TextHit
 from ._sqlite import SqliteStore
 from ._verify import PROBLEM_KINDS, VerifyProblem, VerifyReport, verify_store
@@ -47,9 +56,11 @@ __all__ = (
     'UnsupportedQueryError',
     'VerifyProblem',
     'VerifyReport',
+    'check_store_uri',
     'default_store_uri',
     'open_store',
     'recover_chain',
     'resolve_store_uri',
+    'sqlite_path',
     'verify_store',
 )

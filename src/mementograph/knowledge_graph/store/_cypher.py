@@ -1422,10 +1422,10 @@ def run_embedded(
     try:
         rows: list[dict[str, Any]] = _run_with_timeout(work, timeout)
     except UnexpectedInput as exc:
-        line, column = exc.line, exc.column
+        where = 'at its end' if exc.line < 0 else f'line {exc.line}, column {exc.column}'  # lark: -1 when input ran out
         raise UnsupportedQueryError(
-            f'the embedded store cannot run this query (line {line}, column {column}: not in its subset, or not '
-            f'valid Cypher); {EMBEDDED_SUBSET}'
+            f'the embedded store cannot run this query ({where}: not in its subset, or not valid Cypher); '
+            f'{EMBEDDED_SUBSET}'
         ) from exc
     except QueryError:
         raise

@@ -13,7 +13,16 @@ from ._errors import UnknownStoreSchemeError
 from ._protocol import GraphStore
 from ._sqlite import DEFAULT_BUSY_TIMEOUT, SqliteStore
 
-__all__ = ('NEO4J_SCHEMES', 'STORE_ENV', 'SUPPORTED_SCHEMES', 'default_store_uri', 'open_store', 'resolve_store_uri')
+__all__ = (
+    'NEO4J_SCHEMES',
+    'STORE_ENV',
+    'SUPPORTED_SCHEMES',
+    'check_store_uri',
+    'default_store_uri',
+    'open_store',
+    'resolve_store_uri',
+    'sqlite_path',
+)
 
 STORE_ENV: Final = 'MEMENTOGRAPH_STORE'
 NEO4J_SCHEMES: Final = ('neo4j', 'neo4j+s', 'neo4j+ssc', 'bolt', 'bolt+s', 'bolt+ssc')
@@ -40,6 +49,36 @@ def _float_option(options: dict[str, list[str]], name: str, default: float) -> f
         raise ValueError(f'store URI option {name}={values[-1]!r} is not a number') from None
 
 
+def _split(uri: str) -> tuple[str, str]:
+    """`(scheme, rest)` of a store URI, the scheme checked against the supported ones."""
+    scheme, sep, rest = uri.partition('://')
+    scheme = scheme.lower()
+    if not sep or scheme not in SUPPORTED_SCHEMES:
+        raise UnknownStoreSchemeError(
+            f'unknown store URI {uri!r}: use one of ' + ', '.join(f'{s}://' for s in SUPPORTED_SCHEMES)
+            + ' (e.g. sqlite:///home/me/memory.db, memory://, neo4j://localhost:7687)'
+        )  # fmt: skip
+    if scheme == 'sqlite' and not rest.partition('?')[0]:
+        raise UnknownStoreSchemeError(f'store URI {uri!r} names no file: use sqlite:///path/to/memory.db')
+    return scheme, rest
+
+
+def check_store_uri(uri: str) -> None:
+    """Raise what `open_store(uri)` would raise for a malformed URI, without opening anything (so a capability
+    can refuse a misspelt store when it is made instead of warning at every request)."""
+    _split(uri)
+
+
+def sqlite_path(uri: str | None = None) -> Path | None:
+    """The file a `sqlite://` URI (or, for `None`, the configured store) names; `None` for any other scheme."""
+    uri = resolve_store_uri(uri)
+    scheme, rest = _split(uri)
+    if scheme != 'sqlite':
+        return None
+    path_part = rest.partition('?')[0]
+    return Path(urlsplit(f'file://{path_part}').path if path_part.startswith('/') else path_part).expanduser()
+
+
 def open_store(uri: str | None = None) -> GraphStore:
     """Open a graph store.
 
@@ -54,23 +93,14 @@ def open_store(uri: str | None = None) -> GraphStore:
         StoreUnavailableError: the store cannot be opened or reached.
     """
     uri = resolve_store_uri(uri)
-    scheme, sep, rest = uri.partition('://')
-    scheme = scheme.lower()
-    if not sep or scheme not in SUPPORTED_SCHEMES:
-        raise UnknownStoreSchemeError(
-            f'unknown store URI {uri!r}: use one of ' + ', '.join(f'{s}://' for s in SUPPORTED_SCHEMES)
-            + ' (e.g. sqlite:///home/me/memory.db, memory://, neo4j://localhost:7687)'
-        )  # fmt: skip
+    scheme, rest = _split(uri)
     if scheme in NEO4J_SCHEMES:
         from ._neo4j import Neo4jStore
 
         return Neo4jStore.from_uri(uri)
-    path_part, _, query = rest.partition('?')
-    options = parse_qs(query)
-    busy_timeout = _float_option(options, 'busy_timeout', DEFAULT_BUSY_TIMEOUT)
+    busy_timeout = _float_option(parse_qs(rest.partition('?')[2]), 'busy_timeout', DEFAULT_BUSY_TIMEOUT)
     if scheme == 'memory':
         return SqliteStore(None, uri='memory://', busy_timeout=busy_timeout)
-    if not path_part:
-        raise UnknownStoreSchemeError(f'store URI {uri!r} names no file: use sqlite:///path/to/memory.db')
-    path = Path(urlsplit(f'file://{path_part}').path if path_part.startswith('/') else path_part).expanduser()
+    path = sqlite_path(uri)
+    assert path is not None
     return SqliteStore(path, uri=f'sqlite://{path}', busy_timeout=busy_timeout)

@@ -1,0 +1,127 @@
+"""`stats`, `recover`, `transcript`, `verify` and `export` as a user meets them after the demo: the ids one command
+prints are the ids the next one takes, and a mistyped store or argument is an error, never an empty answer."""
+
+from __future__ import annotations
+
+import json
+import subprocess
+from pathlib import Path
+
+import pytest
+
+from mementograph.cli import main
+from mementograph.knowledge_graph.store import open_store
+from tests.cli.conftest import MEMENTOGRAPH, DemoRun, fresh_home_env
+
+
+def test_stats_names_the_newest_sessions(demo_run: DemoRun, capsys: pytest.CaptureFixture[str]) -> None:
+    session = demo_run.data['session_id']
+    assert main(['stats', '--store', demo_run.data['store'], '--json']) == 0
+    data = json.loads(capsys.readouterr().out)
+    newest = data['newest_sessions']
+    assert [s['id'] for s in newest] == [session] and newest[0]['blocks'] == data['blocks'] > 0
+    assert main(['stats', '--store', demo_run.data['store']]) == 0
+    out = capsys.readouterr().out
+    assert 'newest sessions (1 of 1):' in out and f'  {session}  started ' in out
+
+
+def test_recover_takes_the_memento_ids_recall_prints(demo_run: DemoRun, capsys: pytest.CaptureFixture[str]) -> None:
+    store_uri = demo_run.data['store']
+    assert main(['recall', 'pkg/mod_3.py', '--store', store_uri, '--json']) == 0
+    hit = json.loads(capsys.readouterr().out)['hits'][0]
+    memento_id = hit['memento_id']
+    assert memento_id.startswith('mem_')
+
+    assert main(['recover', memento_id, '--store', store_uri, '--json']) == 0
+    data = json.loads(capsys.readouterr().out)
+    assert data['memento_id'] == memento_id
+    assert [block['block_id'] for block in data['blocks']] == hit['block_ids']
+    assert all(block['verified_sha256'] for block in data['blocks'])
+
+    assert main(['recover', memento_id, '--store', store_uri]) == 0
+    out = capsys.readouterr().out
+    assert out.startswith(f'memento {memento_id} summarizes {len(hit["block_ids"])} block')
+    assert all(f'block {block_id}  session ' in out for block_id in hit['block_ids'])
+
+    assert main(['recover', memento_id, '--store', store_uri, '--raw']) == 0
+    raw = capsys.readouterr().out.splitlines()
+    store = open_store(store_uri)
+    try:
+        expected = [store.get_block(block_id).messages_json.decode() for block_id in hit['block_ids']]
+    finally:
+        store.close()
+    assert raw == expected  # the archived bytes, one block a line
+
+    assert main(['recover', 'mem_000000000000000000000000', '--store', store_uri]) == 3
+    assert 'mem_000000000000000000000000' in capsys.readouterr().err
+
+
+def test_transcript_says_what_a_memento_merge_did(demo_run: DemoRun, capsys: pytest.CaptureFixture[str]) -> None:
+    session = demo_run.data['session_id']
+    assert main(['transcript', '--session', session, '--store', demo_run.data['store']]) == 0
+    lines = [line for line in capsys.readouterr().out.splitlines() if line.startswith('=== ')]
+    merges = [line for line in lines if ' mementos merged into mem_' in line]
+    assert merges, 'the demo budget makes the mementos outgrow their share'
+    assert all('?' not in line for line in lines)
+    assert all(line.endswith(' tokens after) ===') for line in merges)
+
+
+@pytest.mark.parametrize(
+    'argv',
+    [['stats'], ['recall', 'x'], ['verify'], ['recover', 'blk_x'], ['pages'], ['export', '--jsonl'], ['plot']],
+)
+def test_a_reading_command_refuses_a_store_that_does_not_exist(
+    tmp_path: Path, argv: list[str], capsys: pytest.CaptureFixture[str], monkeypatch: pytest.MonkeyPatch
+) -> None:
+    missing = tmp_path / 'typo.db'
+    assert main([*argv, '--store', f'sqlite://{missing}']) == 3
+    err = capsys.readouterr().err
+    assert err.startswith(f'mementograph: error: no store at {missing} (from --store): nothing has been archived')
+    monkeypatch.setenv('MEMENTOGRAPH_STORE', f'sqlite://{missing}')
+    assert main(argv) == 3
+    assert f'no store at {missing} (from $MEMENTOGRAPH_STORE)' in capsys.readouterr().err
+    assert not missing.exists()
+
+
+def test_a_misspelt_store_scheme_names_where_it_came_from(
+    capsys: pytest.CaptureFixture[str], monkeypatch: pytest.MonkeyPatch
+) -> None:
+    monkeypatch.setenv('MEMENTOGRAPH_STORE', 'postgres://db/memory')
+    assert main(['stats']) == 2
+    err = capsys.readouterr().err
+    assert "unknown store URI 'postgres://db/memory'" in err and err.rstrip().endswith('(from $MEMENTOGRAPH_STORE)')
+
+
+def test_verify_of_a_namespace_holding_nothing_is_not_found(
+    demo_run: DemoRun, capsys: pytest.CaptureFixture[str]
+) -> None:
+    assert main(['verify', '--store', demo_run.data['store'], '--namespace', 'typo']) == 3
+    err = capsys.readouterr().err
+    assert "no session in namespace 'typo'" in err and 'nothing to verify' in err
+    assert main(['verify', '--store', demo_run.data['store']]) == 0
+    assert 'OK: every block matches' in capsys.readouterr().out
+
+
+def test_options_are_not_abbreviated(demo_run: DemoRun, capsys: pytest.CaptureFixture[str]) -> None:
+    with pytest.raises(SystemExit) as exited:  # `--json` once meant `--jsonl` here, silently
+        main(['export', '--json', '--store', demo_run.data['store']])
+    assert exited.value.code == 2
+    assert 'unrecognized arguments: --json' in capsys.readouterr().err
+
+
+def test_a_closed_pipe_ends_the_command_quietly(demo_run: DemoRun) -> None:
+    """`... | head`: the reader leaves after one byte, while more than a pipe's buffer (64 KB) is still unwritten."""
+    session = demo_run.data['session_id']
+    process = subprocess.Popen(
+        [str(MEMENTOGRAPH), 'transcript', '--session', session, '--json'],
+        cwd=demo_run.cwd,
+        env=fresh_home_env(demo_run.home),
+        stdout=subprocess.PIPE,
+        stderr=subprocess.PIPE,
+    )
+    assert process.stdout is not None and process.stderr is not None
+    assert process.stdout.read(1) == b'['
+    process.stdout.close()
+    assert process.wait(timeout=120) == 141
+    assert process.stderr.read() == b''
+    process.stderr.close()
