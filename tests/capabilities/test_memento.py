@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import re
 import warnings
 from collections.abc import AsyncIterable
 from datetime import UTC, datetime, timedelta, timezone
@@ -24,9 +25,9 @@ from pydantic_ai.usage import UsageLimits
 from mementograph import MementoCompaction, MementoWarning, create_agent, open_store
 from mementograph._messages import deserialize_messages, message_text, serialize_messages
 from mementograph._tokens import TokenCounter
-from mementograph.capabilities._layout import stub_info
+from mementograph.capabilities._layout import layout, stub_info
 from mementograph.knowledge_graph.memory import BlockInput, render_block
-from mementograph.knowledge_graph.store import GraphStore
+from mementograph.knowledge_graph.store import GraphStore, verify_store
 from tests.scripted import ScriptedModel, is_original, scripted_agent, stub_texts
 
 TOOLS = ['compact_context', 'read_file', 'recall', 'recover_block', 'retrieve_page', 'run_tests']
@@ -79,6 +80,10 @@ async def test_evicts_past_high_water_and_everything_stays_recoverable(store: Gr
     for block in blocks:
         memento = store.memento_of(block.id, session_id='s1')
         assert memento is not None and memento.text and memento.compressor
+    # the run worked on a copy; the capability as configured shows that run's compaction passes
+    evicted = [r for r in capability.reports if r.block_ids]
+    auto_events = [e for e in store.read_events('s1') if e.kind == 'auto' and e.block_ids[0].startswith('blk_')]
+    assert [r.block_ids for r in evicted] == [e.block_ids for e in auto_events]
 
 
 async def test_model_can_recover_an_evicted_block(store: GraphStore) -> None:
@@ -121,6 +126,33 @@ async def test_continued_conversation_does_not_rearchive(store: GraphStore) -> N
     assert indices == list(range(len(indices)))  # no duplicates, no gaps
 
 
+async def test_new_conversations_under_one_session_id_are_logged_one_after_another(store: GraphStore) -> None:
+    capability = MementoCompaction(store, max_tokens=2_500, session_id='shared')
+    first = await scripted_agent(ScriptedModel(steps=6), [capability]).run('First task.')
+    second = await scripted_agent(ScriptedModel(steps=6), [capability]).run('Second task.')  # a new conversation
+    # and the first conversation continued after the second one began: a branch, logged after the log's end
+    third = await scripted_agent(ScriptedModel(steps=2), [capability]).run(
+        'Back to the first.', message_history=first.all_messages()
+    )
+
+    log = _log_messages(store, 'shared')
+    indices = [e.message_index for e in store.read_events('shared') if e.kind == 'message']
+    assert indices == list(range(len(indices)))  # one log, no position used twice, no gap
+    # positions: the first conversation from 0, the second after it, the branch after both (stubs carry theirs)
+    first_end, second_end = layout(first.all_messages())[1], layout(second.all_messages())[1]
+    assert log[0] == first.all_messages()[0] and log[first_end] == second.all_messages()[0]
+    assert log[second_end] == third.all_messages()[0]  # the first task again, now opening the branch
+    assert len(log) == layout(third.all_messages(), position=second_end)[1]
+    assert 'Second task.' in message_text(log[first_end])
+    assert any('Back to the first.' in message_text(m) for m in log[second_end:])
+    blocks = store.list_blocks(session_id='shared')
+    assert len({b.seq for b in blocks}) == len(blocks) >= 3
+    report = verify_store(store, session_id='shared')
+    assert report.ok, report.problems
+    for block in blocks:  # every block is the logged messages at its positions
+        assert list(store.recover_block(block.id).messages) == log[block.first_message : block.last_message + 1]
+
+
 async def test_store_failure_means_no_eviction_and_a_warning(tmp_path: Path) -> None:
     store = open_store(f'sqlite://{tmp_path / "m.db"}')
     store.close()  # a real store whose every operation now fails
@@ -133,6 +165,28 @@ async def test_store_failure_means_no_eviction_and_a_warning(tmp_path: Path) -> 
     assert result.output.startswith('All 6 modules pass')
     # the model saw the full, growing context
     assert len(model.seen[-1]) == len(result.all_messages()) - 1
+
+
+async def test_memory_tools_answer_instead_of_raising_when_the_store_fails(tmp_path: Path) -> None:
+    store = open_store(f'sqlite://{tmp_path / "m.db"}')
+    store.close()
+    calls = [
+        ToolCallPart('recover_block', {'block_id': 'blk_x'}, tool_call_id='t1'),
+        ToolCallPart('recall', {'query': 'module_1.py'}, tool_call_id='t2'),
+        ToolCallPart('retrieve_page', {'page_id': '1', 'part': 2}, tool_call_id='t3'),
+    ]
+    model = ScriptedModel(steps=2, extra_calls=calls)
+    with warnings.catch_warnings(record=True) as caught:
+        warnings.simplefilter('always')
+        result = await scripted_agent(model, [MementoCompaction(store, max_tokens=100_000)]).run('Go.')
+    assert result.output.startswith('All 2 modules pass')  # the run went on
+    replies = {
+        p.tool_name: str(p.content)
+        for m in result.all_messages() for p in getattr(m, 'parts', []) if isinstance(p, ToolReturnPart)
+    }  # fmt: skip
+    for tool in ('recover_block', 'recall', 'retrieve_page'):
+        assert replies[tool].startswith(f'{tool} failed: the memory store is unavailable (StoreUnavailableError')
+        assert any(f'mementograph: {tool} failed' in str(w.message) for w in caught if w.category is MementoWarning)
 
 
 class ExplodingCompressor:
@@ -151,6 +205,93 @@ async def test_compressor_failure_means_no_eviction(store: GraphStore) -> None:
     assert stub_texts(result.all_messages()) == []
     assert store.list_blocks() == []
     assert store.stats().events == len(result.all_messages())  # the log still has every message
+
+
+async def test_a_tiny_block_between_runs_does_not_stop_compaction(store: GraphStore) -> None:
+    # Run 1 ends on a short answer; continued, that answer is a complete block of a few tokens, which no memento
+    # can undercut. It stays in context and the blocks after it are evicted.
+    capability = MementoCompaction(store, max_tokens=2_500, session_id='tiny')
+    first = await scripted_agent(ScriptedModel(steps=1), [capability]).run('Go.')
+    with warnings.catch_warnings(record=True) as caught:
+        warnings.simplefilter('always')
+        second = await scripted_agent(ScriptedModel(steps=8), [capability]).run(
+            'Next.', message_history=first.all_messages()
+        )
+    assert [str(w.message) for w in caught if w.category is MementoWarning] == []
+    assert store.list_blocks(session_id='tiny')
+    assert 'All 1 modules pass' in message_text(second.all_messages()[len(first.all_messages()) - 1])
+    counter = TokenCounter()
+    assert counter.count_messages(second.all_messages()) <= 2_500 * 1.1
+
+
+class FailsOnModule:
+    """A compressor that fails on blocks naming one module (a model erroring on one request) and works otherwise."""
+
+    name = 'fails-on-module'
+    target_ratio = 0.2
+
+    def __init__(self, module: str) -> None:
+        self.module = module
+
+    async def compress(self, block: BlockInput, *, feedback: str | None = None, previous: str | None = None) -> str:
+        if self.module in block.text:
+            raise RuntimeError(f'cannot compress {self.module}')
+        return 'RESULT: ' + block.text[: len(block.text) // 8]
+
+
+async def test_a_block_the_compressor_fails_on_stops_the_eviction_there(store: GraphStore) -> None:
+    capability = MementoCompaction(
+        store,
+        max_tokens=6_000,
+        session_id='partial',
+        compressor=FailsOnModule('src/app/module_1.py'),
+        micro_min_tokens=10**9,
+        low_water=0.0,  # one compaction takes every complete block: the failing one comes after others
+    )
+    with warnings.catch_warnings(record=True) as caught:
+        warnings.simplefilter('always')
+        result = await scripted_agent(ScriptedModel(steps=8), [capability]).run('Go.')
+    messages = [str(w.message) for w in caught if w.category is MementoWarning]
+    stopped = [m for m in messages if re.search(r'compaction stopped at block [2-9] of \d+: ', m)]
+    assert stopped and all('cannot compress src/app/module_1.py' in m for m in stopped)
+    archived = store.list_blocks(session_id='partial')
+    texts = [render_block(store.recover_block(b.id, session_id='partial').messages) for b in archived]
+    assert archived and all('src/app/module_1.py' not in text for text in texts)
+    # only blocks older than the failing one were archived: the archive keeps session order, nothing is skipped
+    first_failing = next(i for i, m in enumerate(result.all_messages()) if 'src/app/module_1.py' in message_text(m))
+    assert max(b.last_message for b in archived) < first_failing
+    assert verify_store(store, session_id='partial').ok
+    assert 'src/app/module_1.py' in message_text(result.all_messages()[first_failing])  # still in context, whole
+
+
+class OneLineCompressor:
+    """Mementos far smaller than the compressor's planned ratio (0.2): the plan over-estimates what stays."""
+
+    name = 'one-line'
+    target_ratio = 0.2
+
+    async def compress(self, block: BlockInput, *, feedback: str | None = None, previous: str | None = None) -> str:
+        return 'RESULT: ' + block.text.splitlines()[1][:40]
+
+
+async def test_eviction_stops_once_the_low_water_mark_is_reached(store: GraphStore) -> None:
+    capability = MementoCompaction(
+        store, max_tokens=6_000, low_water=0.5, session_id='lw', compressor=OneLineCompressor(), judge=None,
+        micro_min_tokens=10**9, page_index=False,
+    )  # fmt: skip
+    await scripted_agent(ScriptedModel(steps=14), [capability]).run('Go.')
+    evictions = [r for r in capability.reports if r.block_ids and r.block_ids[0].startswith('blk_')]
+    assert evictions
+    counter = TokenCounter()
+    for report in evictions:
+        if len(report.block_ids) < 2:
+            continue
+        # without its newest block the pass would not have reached 3,000 tokens: no block was evicted needlessly
+        last = report.block_ids[-1]
+        live = counter.count_messages(store.recover_block(last, session_id='lw').messages)
+        memento = store.memento_of(last, session_id='lw')
+        assert memento is not None
+        assert report.tokens_after + live - memento.tokens - 100 > 3_000
 
 
 async def test_manual_compaction_tool_reports_what_it_did(store: GraphStore) -> None:
@@ -192,6 +333,8 @@ def test_create_agent_has_memento_on_by_default(store: GraphStore) -> None:
 
     assert 'MementoCompaction' in names(create_agent('test', store=store))
     assert 'MementoCompaction' not in names(create_agent('test', memento=False))
+    typed = create_agent('test', store=store, output_type=int)  # typed Agent[None, int] for a type checker
+    assert isinstance(typed.run_sync('A number.').output, int)
     custom = MementoCompaction(store, max_tokens=1234)
     assert 'MementoCompaction' in names(create_agent('test', memento=custom))
     with pytest.raises(ValueError):
@@ -205,6 +348,16 @@ def test_create_agent_has_memento_on_by_default(store: GraphStore) -> None:
         MementoCompaction('postgres://db', max_tokens=1000)
     with pytest.raises(ValueError, match='names no file'):
         MementoCompaction('sqlite://', max_tokens=1000)
+
+    class SyncCompressor:
+        name = 'sync'
+        target_ratio = 0.2
+
+        def compress(self, block: BlockInput, *, feedback: str | None = None, previous: str | None = None) -> str:
+            return 'RESULT: x'
+
+    with pytest.raises(TypeError, match=r'compressor must have an `async def compress\(...\)` method \(SyncCompressor'):
+        MementoCompaction(store, compressor=SyncCompressor())  # type: ignore[arg-type]
 
 
 def test_loads_from_an_agent_spec(tmp_path: Path) -> None:
@@ -257,11 +410,35 @@ async def test_composes_as_a_harness_tier_and_keeps_pinned_parts(store: GraphSto
 
     history = result.all_messages()
     assert store.list_blocks(session_id='tier'), 'the memento tier never ran'
+    # a tier's tools are not the agent's unless added (`toolsets=[memento.get_toolset()]`, as the README says)
+    assert all('recover_block' not in names for names in model.tool_names)
     assert any('PINNED-RULE-42' in message_text(m) for m in history)
     assert all(
         'PINNED-RULE-42' in message_text(seen[0]) or any('PINNED-RULE-42' in message_text(m) for m in seen)
         for seen in model.seen
     )
+
+
+async def test_a_harness_tier_with_its_tools_added_can_be_recovered_from(store: GraphStore) -> None:
+    from pydantic_ai_harness.compaction import TieredCompaction
+
+    memento = MementoCompaction(store, max_tokens=1_000_000, session_id='tier-tools', micro_min_tokens=10**9)
+    model = ScriptedModel(steps=8)
+    agent = scripted_agent(
+        model, [TieredCompaction(tiers=[memento], target_tokens=2_500)], toolsets=[memento.get_toolset()]
+    )
+    first = await agent.run('Fix every module.')
+    block = store.list_blocks(session_id='tier-tools')[0]
+    model.extra_calls = [ToolCallPart('recover_block', {'block_id': block.id}, tool_call_id='rec')]
+    model.steps, model.made = 0, 0
+    second = await agent.run('Show the first archived block.', message_history=first.all_messages())
+
+    assert all(names == TOOLS for names in model.tool_names)
+    reply = next(
+        p for m in second.new_messages() for p in getattr(m, 'parts', [])
+        if isinstance(p, ToolReturnPart) and p.tool_name == 'recover_block'
+    )  # fmt: skip
+    assert f'[block {block.id}: messages ' in str(reply.content) and 'sha256 verified' in str(reply.content)
 
 
 async def test_spans_events_and_usage_are_observable(store: GraphStore) -> None:

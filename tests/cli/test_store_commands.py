@@ -102,6 +102,17 @@ def test_verify_of_a_namespace_holding_nothing_is_not_found(
     assert 'OK: every block matches' in capsys.readouterr().out
 
 
+def test_export_writes_json_lines_with_or_without_the_flag(
+    demo_run: DemoRun, capsys: pytest.CaptureFixture[str]
+) -> None:
+    assert main(['export', '--store', demo_run.data['store']]) == 0
+    plain = capsys.readouterr().out
+    assert main(['export', '--jsonl', '--store', demo_run.data['store']]) == 0
+    assert capsys.readouterr().out == plain
+    records = [json.loads(line) for line in plain.splitlines()]
+    assert records and all(r['block_id'].startswith('blk_') for r in records)
+
+
 def test_options_are_not_abbreviated(demo_run: DemoRun, capsys: pytest.CaptureFixture[str]) -> None:
     with pytest.raises(SystemExit) as exited:  # `--json` once meant `--jsonl` here, silently
         main(['export', '--json', '--store', demo_run.data['store']])

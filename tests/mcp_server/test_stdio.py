@@ -42,6 +42,13 @@ async def test_every_tool_over_stdio(memory_file: MemoryFile) -> None:
         assert sorted(row['id'] for row in rows['rows']) == ['conv-1', 'conv-2']
         assert 'read-only' in error(await client.call_tool('query_memory', {'cypher': 'CREATE (n) RETURN n'}))
         assert 'No archived block' in error(await client.call_tool('recover_block', {'block_id': 'blk_0'}))
+        # arguments out of their range are errors, not quietly clamped
+        assert 'greater than or equal to 1' in error(await client.call_tool('recall', {'query': 'adoption', 'k': 0}))
+        too_many = {'cypher': 'MATCH (s:Session) RETURN s.id AS id', 'limit': 5000}
+        assert 'less than or equal to 1000' in error(await client.call_tool('query_memory', too_many))
+        assert 'There is 1 part, not 9.' in error(
+            await client.call_tool('recover_block', {'block_id': block.id, 'part': 9})
+        )
         # the server is still there after the errors
         assert json.loads(ok(await client.call_tool('stats', {})))['blocks'] == stats.blocks
 

@@ -142,7 +142,6 @@ def _cases(f: Files) -> dict[str, tuple[list[str], list[str]]]:
             ['export', '--jsonl', '--events', '--store', f.store('garbage.db')],
             ['garbage.db', 'corrupt'],
         ),
-        'export-no-format': (['export', '--store', good], ['--jsonl']),
         'export-to-a-directory': (['export', '--jsonl', '--store', good, '-o', str(f / 'directory')], ['directory']),
         'unknown-store-scheme': (['export', '--jsonl', '--store', 'foo://bar'], ["unknown store URI 'foo://bar'"]),
     }

@@ -469,7 +469,9 @@ def test_lone_surrogates_are_archived_and_recover_exactly(store: GraphStore, uni
     from tests.builders import assistant, session_history, user
 
     broken = 'broken \ud800 surrogate \udfff'
-    history = [*session_history(3), user(broken), assistant('ok'), *session_history(4, prefix='later')]
+    # a block large enough to be worth evicting (a tiny one stays in context as it is)
+    read = ' '.join(f'line {i} of the binary file read as text.' for i in range(20))
+    history = [*session_history(3), user(f'{read} {broken}'), assistant('ok'), *session_history(4, prefix='later')]
     with warnings.catch_warnings(record=True) as caught:
         warnings.simplefilter('always')
         problems = asyncio.run(check_history(store, history, 'surrogates', unique_namespace))

@@ -9,6 +9,7 @@ from pathlib import Path
 import pytest
 
 from mementograph.cli import _query
+from mementograph.cli._common import CliError
 from mementograph.knowledge_graph.store import ReadOnlyViolationError, UnsupportedQueryError, open_store
 from tests.store.test_cypher_examples import APP, write_known_data
 
@@ -80,6 +81,13 @@ def test_refusals_reach_the_caller(db: str, unique_namespace: str) -> None:
         _cli(['query', 'MATCH (n) DETACH DELETE n', '--store', db])
     with pytest.raises(UnsupportedQueryError, match='Neo4j backend'):
         _cli(['query', 'UNWIND [1] AS x RETURN x', '--store', db])
+
+
+@pytest.mark.parametrize('bounds', [['--limit', '0'], ['--limit', '-1'], ['--timeout', '0']])
+def test_bounds_that_cannot_hold_are_usage_errors(db: str, bounds: list[str]) -> None:
+    with pytest.raises(CliError, match='--limit must be at least 1 and --timeout positive') as raised:
+        _cli(['query', 'MATCH (m:Memento) RETURN m.id', '--store', db, *bounds])
+    assert raised.value.code == 2
 
 
 def test_long_cells_are_cut_in_the_table_only() -> None:

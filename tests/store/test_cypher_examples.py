@@ -177,3 +177,51 @@ def test_docs_show_the_queries_the_tests_run(document: str) -> None:
     docs = (Path(__file__).resolve().parents[2] / document).read_text(encoding='utf-8')
     for example in EXAMPLE_QUERIES:
         assert f'```cypher\n{example.cypher}\n```' in docs, example.name
+
+
+def test_aggregates_see_every_match_on_both_backends(backend: Backend, known: Known) -> None:
+    """A count is over every match, whatever the row cap or the query's LIMIT (the embedded store once counted the
+    first few matches); over no match it is 0; a variable reused in a second MATCH keeps its label."""
+    store, ns = backend.store, backend.namespace
+
+    def one(cypher: str, **kwargs: Any) -> Any:
+        rows = store.query(cypher, namespace=ns, **kwargs)
+        assert len(rows) == 1, rows
+        return rows[0]['n']
+
+    mementos = one('MATCH (m:Memento {namespace: $namespace}) RETURN count(m) AS n')
+    blocks = one('MATCH (b:EvictedBlock {namespace: $namespace}) RETURN count(b) AS n')
+    assert (mementos, blocks) == (len(known.mementos), len(known.blocks))
+    pairs = (
+        'MATCH (m:Memento {namespace: $namespace}) MATCH (b:EvictedBlock {namespace: $namespace}) RETURN count(m) AS n'
+    )
+    assert one(pairs, limit=3) == mementos * blocks
+    assert one('MATCH (m:Memento {namespace: $namespace}) RETURN count(m) AS n LIMIT 1') == mementos
+    assert one('MATCH (m:Memento {namespace: $namespace, level: 99}) RETURN count(m) AS n') == 0
+    assert store.query(
+        'MATCH (m:Memento {namespace: $namespace, level: 99}) RETURN count(m) AS n, collect(m.id) AS ids', namespace=ns
+    ) == [{'n': 0, 'ids': []}]
+    assert (
+        store.query(
+            'MATCH (m:Memento {namespace: $namespace, level: 99}) RETURN m.id AS id, count(m) AS n', namespace=ns
+        )
+        == []
+    )
+    one_pattern = one('MATCH (b:EvictedBlock {namespace: $namespace})-[:MENTIONS]->(e:Entity) RETURN count(e) AS n')
+    two_clauses = (
+        'MATCH (b:EvictedBlock {namespace: $namespace}) MATCH (b)-[:MENTIONS]->(e:Entity) RETURN count(e) AS n'
+    )
+    assert one(two_clauses) == one_pattern > 0
+
+
+def test_ordering_matches_that_share_no_variable_needs_neo4j(backend: Backend, known: Known) -> None:
+    cypher = (
+        'MATCH (m:Memento {namespace: $namespace}) MATCH (b:EvictedBlock {namespace: $namespace}) '
+        'RETURN m.id AS m, b.id AS b ORDER BY m, b LIMIT 1'
+    )
+    if isinstance(backend.store, Neo4jStore):
+        first = min(known.mementos.values(), key=lambda x: x.id).id, min(known.blocks.values(), key=lambda x: x.id).id
+        assert backend.store.query(cypher, namespace=backend.namespace) == [{'m': first[0], 'b': first[1]}]
+    else:
+        with pytest.raises(UnsupportedQueryError, match='ORDER BY over MATCH clauses that share no variable'):
+            backend.store.query(cypher, namespace=backend.namespace)

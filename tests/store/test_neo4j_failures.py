@@ -70,6 +70,29 @@ def test_bad_credentials_say_where_credentials_come_from(neo4j_server: dict[str,
     assert 'not-the-password' not in message  # the URI is reported without its secret
 
 
+def test_a_missing_password_is_named(neo4j_server: dict[str, str], monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.delenv('NEO4J_PASSWORD', raising=False)  # e.g. an MCP client that passes no environment
+    with pytest.raises(StoreUnavailableError, match=r'^no Neo4j password was given \(set NEO4J_PASSWORD\); '):
+        open_store(neo4j_server['uri'])
+
+
+def test_a_misspelt_uri_option_is_refused(neo4j_server: dict[str, str]) -> None:
+    with pytest.raises(ValueError, match='unknown Neo4j store URI option query_timout: use database, '):
+        open_store(neo4j_server['uri'] + '?query_timout=1')
+
+
+def test_the_query_command_keeps_the_uris_row_limit(
+    neo4j_server: dict[str, str], capsys: pytest.CaptureFixture[str]
+) -> None:
+    from mementograph.cli import main
+
+    parts = urlsplit(neo4j_server['uri'])
+    uri = f'{parts.scheme}://{neo4j_server["user"]}:{neo4j_server["password"]}@{parts.hostname}:{parts.port}'
+    assert main(['query', 'UNWIND range(1, 5) AS x RETURN x', '--store', f'{uri}?query_limit=2']) == 1
+    assert 'more than 2 rows' in capsys.readouterr().err
+    assert main(['query', 'UNWIND range(1, 5) AS x RETURN x', '--store', f'{uri}?query_limit=2', '--limit', '5']) == 0
+
+
 def test_uri_credentials_are_used_and_hidden(neo4j_server: dict[str, str]) -> None:
     parts = urlsplit(neo4j_server['uri'])
     uri = f'{parts.scheme}://{neo4j_server["user"]}:{neo4j_server["password"]}@{parts.hostname}:{parts.port}'

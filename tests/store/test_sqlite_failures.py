@@ -158,6 +158,12 @@ def test_directory_and_unwritable_paths(tmp_path: Path) -> None:
         open_store(f'sqlite://{blocker}/sub/m.db')
 
 
+def test_a_misspelt_uri_option_is_refused(tmp_path: Path) -> None:
+    with pytest.raises(ValueError, match='unknown store URI option busy_timeot: use busy_timeout'):
+        open_store(f'sqlite://{tmp_path / "m.db"}?busy_timeot=3')
+    assert not (tmp_path / 'm.db').exists()
+
+
 def test_unknown_scheme_lists_valid_ones() -> None:
     with pytest.raises(UnknownStoreSchemeError) as info:
         open_store('postgres://localhost/db')

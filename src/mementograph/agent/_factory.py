@@ -3,16 +3,69 @@
 from __future__ import annotations
 
 from collections.abc import Sequence
-from typing import Any
+from typing import Any, TypeVar, overload
 
 from pydantic_ai import Agent
 from pydantic_ai.capabilities import AbstractCapability
 from pydantic_ai.models import KnownModelName, Model
+from pydantic_ai.output import OutputSpec
 
 from ..capabilities import MementoCompaction
 from ..knowledge_graph.store import GraphStore
 
 __all__ = ('create_agent',)
+
+
+OutputT = TypeVar('OutputT')
+DepsT = TypeVar('DepsT')
+
+
+@overload
+def create_agent(
+    model: Model | KnownModelName | str | None = None,
+    *,
+    output_type: OutputSpec[OutputT],
+    deps_type: type[DepsT],
+    memento: bool | MementoCompaction[Any] = True,
+    store: GraphStore | str | None = None,
+    capabilities: Sequence[AbstractCapability[Any]] = (),
+    **agent_kwargs: Any,
+) -> Agent[DepsT, OutputT]: ...
+
+
+@overload
+def create_agent(
+    model: Model | KnownModelName | str | None = None,
+    *,
+    output_type: OutputSpec[OutputT],
+    memento: bool | MementoCompaction[Any] = True,
+    store: GraphStore | str | None = None,
+    capabilities: Sequence[AbstractCapability[Any]] = (),
+    **agent_kwargs: Any,
+) -> Agent[None, OutputT]: ...
+
+
+@overload
+def create_agent(
+    model: Model | KnownModelName | str | None = None,
+    *,
+    deps_type: type[DepsT],
+    memento: bool | MementoCompaction[Any] = True,
+    store: GraphStore | str | None = None,
+    capabilities: Sequence[AbstractCapability[Any]] = (),
+    **agent_kwargs: Any,
+) -> Agent[DepsT, str]: ...
+
+
+@overload
+def create_agent(
+    model: Model | KnownModelName | str | None = None,
+    *,
+    memento: bool | MementoCompaction[Any] = True,
+    store: GraphStore | str | None = None,
+    capabilities: Sequence[AbstractCapability[Any]] = (),
+    **agent_kwargs: Any,
+) -> Agent[None, str]: ...
 
 
 def create_agent(
@@ -31,7 +84,8 @@ def create_agent(
             to choose its settings, or `False` to leave it out.
         store: Store (or URI) for the default capability; `None` is `MEMENTOGRAPH_STORE` or the embedded default.
         capabilities: Further capabilities, after memento compaction (so request-only injectors see its result).
-        **agent_kwargs: Passed to `Agent` (instructions, tools, output_type, deps_type, ...).
+        **agent_kwargs: Passed to `Agent` (instructions, tools, output_type, deps_type, ...); `output_type` and
+            `deps_type` keep their types in the agent's (`Agent[DepsT, OutputT]`).
     """
     extra = list(capabilities)
     if memento is True:

@@ -13,6 +13,7 @@ from __future__ import annotations
 
 import asyncio
 import json
+import warnings
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field, replace
 from datetime import datetime
@@ -29,7 +30,7 @@ from pydantic_ai.messages import (
     UserPromptPart,
 )
 
-from .._messages import deserialize_messages, message_text, part_text
+from .._messages import deserialize_messages, message_text, messages_sha256, part_text, serialize_messages
 from .._redact import MessageRedactor, Redactor
 from .._tokens import MESSAGE_OVERHEAD_TOKENS, TokenCounter
 from ..knowledge_graph import (
@@ -62,9 +63,28 @@ MentionExtractor = Callable[[str, str], Sequence[Mention]]
 """`(source_id, text) -> mentions`: links a block or memento to the entities it names (the recall layer's)."""
 
 _STUB_OVERHEAD_TOKENS: Final = 40
+_MIN_EVICTABLE_TOKENS: Final = 2 * _STUB_OVERHEAD_TOKENS
+"""A complete block smaller than this is left in context: its memento and stub would not be smaller than it."""
 """Header tokens a stub adds to its memento text (estimate used only for planning)."""
 _STUB_MARGIN_TOKENS: Final = 8
 """Taken off a too-large stub of an oversized tool result, beyond its excess, when its size is corrected."""
+
+
+def _has_attachment(message: ModelMessage) -> bool:
+    """Whether a part of `message` holds more than text (binary content, a file): counted in a few tokens, it
+    may still be megabytes."""
+    for part in message.parts:
+        content = getattr(part, 'content', None)
+        items = content if isinstance(content, list | tuple) else [content]
+        if any(isinstance(item, BinaryContent) for item in items):
+            return True
+    return False
+
+
+def _warn(message: str) -> None:
+    from .memento import MementoWarning  # defined beside the capability, which imports this module
+
+    warnings.warn(f'mementograph: {message}', MementoWarning, stacklevel=3)
 
 
 @dataclass(frozen=True)
@@ -176,6 +196,8 @@ class SessionCompactor:
     zone: TimeZone = None
     """Whose calendar relative dates in the session's messages mean (`BlockInput.zone`)."""
     _logged_through: int | None = field(default=None, init=False, repr=False)
+    _base: int | None = field(default=None, init=False, repr=False)
+    """Where this run's history starts in the session's log (`log_base`)."""
     _seen: list[ModelMessage] = field(default_factory=list[ModelMessage], init=False, repr=False)
     _seen_slots: list[Slot] = field(default_factory=list[Slot], init=False, repr=False)
     _seen_tokens: int = field(default=0, init=False, repr=False)
@@ -205,11 +227,41 @@ class SessionCompactor:
             self._seen_tokens = self._exact_upto = self._bound_rest = 0
         if known < len(messages):
             self._seen_slots, self._seen_position = layout(
-                messages, start=known, slots=self._seen_slots, position=self._seen_position
+                messages, start=known, slots=self._seen_slots, position=self._seen_position or self.log_base(messages)
             )
             self._bound_rest += sum(len(message_text(m).encode()) + MESSAGE_OVERHEAD_TOKENS for m in messages[known:])
             self._seen, self._seen_ids = list(messages), ids
         return self._seen_slots
+
+    def log_base(self, messages: Sequence[ModelMessage]) -> int:
+        """The log position of the history's first message, found once per run.
+
+        A session's log numbers every message of the session. A run that continues a logged conversation starts
+        where that conversation starts; a new conversation under a session id already in use (a second run with
+        `session_id='build-logs'`), or a branch of an earlier conversation, is logged after the log's end, so no
+        message is mistaken for one already logged and no two blocks share a position.
+        """
+        if self._base is None:
+            self._base = self._find_base(messages)
+        return self._base
+
+    def _find_base(self, messages: Sequence[ModelMessage]) -> int:
+        last = self.store.last_message_index(self.session_id, namespace=self.namespace)
+        if last < 0 or not messages or stub_info(messages[0]) is not None:
+            return 0  # a new session, or a history whose stubs carry their own positions
+        first = messages[0]
+        redactor = self._message_redactor()
+        logged = redactor([first])[0] if redactor is not None else first
+        start = self.store.message_index_of(
+            self.session_id, messages_sha256(serialize_messages([logged])), namespace=self.namespace
+        )
+        if start is None:
+            return last + 1
+        _, end = layout(messages, position=start)
+        return start if end - 1 >= last else last + 1  # it must reach the log's tail, else it is a branch
+
+    def _layout(self, messages: Sequence[ModelMessage]) -> list[Slot]:
+        return layout(messages, position=self.log_base(messages))[0]
 
     def tokens(self, messages: Sequence[ModelMessage], *, exact_above: int | None = None) -> int:
         """Tokens of a live history, cached per message and per unchanged prefix.
@@ -235,10 +287,11 @@ class SessionCompactor:
             self._logged_through = self.store.last_message_index(self.session_id, namespace=self.namespace)
         pending: list[Slot] = []
         for slot in reversed(slots):  # the new messages are at the end
+            if slot.stub is not None:
+                continue  # its position is its block's, logged long ago (before `log_base` on a branch)
             if slot.log_index <= self._logged_through:
                 break
-            if slot.stub is None:
-                pending.append(slot)
+            pending.append(slot)
         if pending:
             if self._writer is None:
                 self._writer = SessionLogWriter(
@@ -317,7 +370,7 @@ class SessionCompactor:
     async def _micro(
         self, messages: list[ModelMessage], report: CompactionReport
     ) -> tuple[list[ModelMessage], CompactionReport]:
-        slots, _ = layout(messages)
+        slots = self._layout(messages)
         cutoff = len(messages) - self.policy.keep_recent_messages
         stubbed: dict[int, tuple[BlockRecord, ModelRequest]] = {}
         for slot in slots[: max(0, cutoff)]:
@@ -346,7 +399,7 @@ class SessionCompactor:
         tokens = self.counter.count_messages(messages)
         if tokens <= high:
             return messages, report
-        slots, _ = layout(messages)
+        slots = self._layout(messages)
         requests = [
             (self.counter.count_message(message), slot, message)
             for slot in slots
@@ -491,7 +544,7 @@ class SessionCompactor:
 
     def _candidates(self, messages: list[ModelMessage]) -> list[tuple[Segment, int]]:
         """Complete blocks that may be evicted, oldest first, each with its first log position."""
-        slots, _ = layout(messages)
+        slots = self._layout(messages)
         first_task = next((s.index for s in slots if s.stub is None and _is_first_task(messages[s.index])), None)
         runs: list[list[Slot]] = [[]]
         for slot in slots:
@@ -512,7 +565,11 @@ class SessionCompactor:
             )
             for segment in segments:
                 absolute = replace(segment, start=segment.start + start, end=segment.end + start)
-                if absolute.complete and absolute.end < len(messages):
+                # a block too small for any memento to be smaller (a lone "done" between stubs) stays as it is,
+                # unless it carries an attachment: few tokens, but the bytes are worth taking out of the context
+                span = messages[absolute.start : absolute.end]
+                tiny = absolute.tokens < _MIN_EVICTABLE_TOKENS and not any(map(_has_attachment, span))
+                if absolute.complete and absolute.end < len(messages) and not tiny:
                     candidates.append((absolute, slots[absolute.start].log_index))
         return candidates
 
@@ -536,14 +593,30 @@ class SessionCompactor:
             text = render_block(block_messages)
             size = self.counter.count_text(text)
             inputs.append(BlockInput(messages=block_messages, text=text, tokens=size, zone=self.zone))
-        results: list[MementoResult] = list(await asyncio.gather(*(self.engine.make_memento(b) for b in inputs)))
+        outcomes = await asyncio.gather(*(self.engine.make_memento(b) for b in inputs), return_exceptions=True)
+        failed = next((i for i, outcome in enumerate(outcomes) if isinstance(outcome, BaseException)), None)
+        if failed is not None:
+            error = outcomes[failed]
+            assert isinstance(error, BaseException)
+            if failed == 0 or not isinstance(error, Exception):
+                raise error
+            # The blocks before it are evicted; it and the newer ones stay in context and are tried again next
+            # time, so the archive stays in session order.
+            _warn(f'compaction stopped at block {failed + 1} of {len(outcomes)}: {type(error).__name__}: {error}')
+            chosen, inputs = chosen[:failed], inputs[:failed]
+        results = [outcome for outcome in outcomes[: len(chosen)] if isinstance(outcome, MementoResult)]
 
         blocks: list[BlockRecord] = []
         mementos: list[MementoRecord] = []
         mentions: list[Mention] = []
         stubs: dict[int, tuple[int, list[ModelMessage]]] = {}
         saving = 0
+        usage = report.usage_tokens + sum(r.usage_tokens for r in results)  # spent, whether or not evicted below
+        kept: list[MementoResult] = []
         for (segment, log_index), block_input, result in zip(chosen, inputs, results, strict=True):
+            if kept and tokens - saving <= low_water:
+                break  # the mementos came out smaller than planned: the newer blocks may stay
+            kept.append(result)
             live_tokens = self.counter.count_messages(messages[segment.start : segment.end])
             first = block_input.messages[0]
             stamp = _timestamp(first)
@@ -585,7 +658,6 @@ class SessionCompactor:
                 mentions.extend(self.mentions(block.id, block.text))
                 mentions.extend(self.mentions(memento.id, memento.text))
             stubs[segment.start] = (segment.end, stub)
-        usage = report.usage_tokens + sum(r.usage_tokens for r in results)
         if saving < self.policy.min_saving_tokens:
             return messages, replace(
                 report, usage_tokens=usage, skipped=f'saving {saving} tokens is below min_saving_tokens'
@@ -605,8 +677,8 @@ class SessionCompactor:
             tokens_after=tokens - saving,
             block_ids=tuple(b.id for b in blocks),
             memento_ids=tuple(m.id for m in mementos),
-            verified=sum(r.verified for r in results),
-            unverified=sum(not r.verified for r in results),
+            verified=sum(r.verified for r in kept),
+            unverified=sum(not r.verified for r in kept),
         )
         event = SessionEvent(
             session_id=self.session_id,
@@ -633,8 +705,8 @@ class SessionCompactor:
             report,
             block_ids=compaction.block_ids,
             memento_ids=compaction.memento_ids,
-            verified=report.verified + sum(r.verified for r in results),
-            unverified=report.unverified + sum(not r.verified for r in results),
+            verified=report.verified + sum(r.verified for r in kept),
+            unverified=report.unverified + sum(not r.verified for r in kept),
             archived_tokens=report.archived_tokens + sum(b.tokens for b in blocks),
             memento_tokens=report.memento_tokens + sum(m.tokens for m in mementos),
             usage_tokens=usage,
@@ -650,7 +722,7 @@ class SessionCompactor:
     ) -> tuple[list[ModelMessage], CompactionReport]:
         """Mementos of mementos: when stubs alone outgrow their share, merge the oldest adjacent run of them."""
         budget = int(self.policy.high_water_tokens * self.policy.memento_share)
-        slots, _ = layout(messages)
+        slots = self._layout(messages)
         stub_slots = [s for s in slots if s.stub is not None]
         if not force and sum(self.counter.count_message(messages[s.index]) for s in stub_slots) <= budget:
             return messages, report

@@ -3,16 +3,19 @@
 from __future__ import annotations
 
 import logging
+import warnings
+from collections.abc import Awaitable, Callable
 from datetime import UTC, datetime
 from typing import TYPE_CHECKING, Any, Final
 
 from pydantic_ai import RunContext
+from pydantic_ai.exceptions import UserError
 from pydantic_ai.tools import AgentDepsT
 from pydantic_ai.toolsets import FunctionToolset
 
 from ..knowledge_graph.memory import render_block
 from ..knowledge_graph.recall import recall, render_recall, retrieve_page
-from ..knowledge_graph.store import BlockIntegrityError, NotFoundError, recover_chain
+from ..knowledge_graph.store import BlockIntegrityError, NotFoundError, StoreError, recover_chain
 from ._events import MementoRecoveredEvent
 from ._threads import in_thread
 
@@ -46,6 +49,22 @@ def paginate(text: str, page: int, *, what: str, more: str, chars: int = TOOL_OU
     return chunk + footer
 
 
+async def answer_or_unavailable(tool: str, work: Callable[[], Awaitable[str]]) -> str:
+    """`work()`'s answer, or, when it fails (a store that is closed, unreachable or corrupt, above all), an answer
+    saying so and a `MementoWarning`: a memory tool must not end the agent's run, which goes on with its context."""
+    from .memento import MementoWarning
+
+    try:
+        return await work()
+    except Exception as exc:
+        what = 'the memory store is unavailable' if isinstance(exc, StoreError) else 'it raised'
+        warnings.warn(f'mementograph: {tool} failed, {what}: {type(exc).__name__}: {exc}', MementoWarning, stacklevel=2)
+        return (
+            f'{tool} failed: {what} ({type(exc).__name__}: {exc}). Nothing archived is lost; carry on with what is '
+            'in context, or try again later.'
+        )
+
+
 class MementoToolset(FunctionToolset[AgentDepsT]):
     """`recover_block`, `compact_context`, `recall` and `retrieve_page` over the capability's store and session."""
 
@@ -76,6 +95,9 @@ class MementoToolset(FunctionToolset[AgentDepsT]):
             block_id: The id a memento names, e.g. `blk_...`, `prt_...` or `mem_...`.
             page: Page of a long block to return (1-based).
         """
+        return await answer_or_unavailable('recover_block', lambda: self._recover_block(ctx, block_id, page))
+
+    async def _recover_block(self, ctx: RunContext[AgentDepsT], block_id: str, page: int) -> str:
         capability = self._run_capability(ctx)
         session = capability.resolve_session_id(ctx)
         try:
@@ -87,7 +109,10 @@ class MementoToolset(FunctionToolset[AgentDepsT]):
         except BlockIntegrityError as exc:
             return f'Block {block_id!r} failed its integrity check and was not returned: {exc}'
         capability._state.recovered += 1
-        await ctx.emit(MementoRecoveredEvent(session_id=session, block_id=block_id, exact=True))
+        try:
+            await ctx.emit(MementoRecoveredEvent(session_id=session, block_id=block_id, exact=True))
+        except UserError:  # the toolset was added on its own (beside a harness tier), not by the capability
+            logger.debug('mementograph: recovered %s; no capability to emit the event from', block_id)
         parts = [
             f'[block {b.record.id}: messages {b.record.first_message}-{b.record.last_message}, sha256 verified]\n'
             + render_block(b.messages)
@@ -124,6 +149,9 @@ class MementoToolset(FunctionToolset[AgentDepsT]):
             query: What to look for.
             k: How many blocks to return (at most 20).
         """
+        return await answer_or_unavailable('recall', lambda: self._recall(ctx, query, k))
+
+    async def _recall(self, ctx: RunContext[AgentDepsT], query: str, k: int) -> str:
         capability = self._run_capability(ctx)
         store, session_id = capability.graph_store, capability.resolve_session_id(ctx)
         dense, complete = await in_thread(capability.synced_dense_index, store, session_id)
@@ -145,19 +173,23 @@ class MementoToolset(FunctionToolset[AgentDepsT]):
             )
         return note + render_recall(hits, query, max_chars=output_chars(capability.high_water(ctx)) - len(note))
 
-    async def retrieve_page(self, ctx: RunContext[AgentDepsT], page_id: str, page: int = 1) -> str:
+    async def retrieve_page(self, ctx: RunContext[AgentDepsT], page_id: str, part: int = 1) -> str:
         """Return the archived blocks of one page of the memory index, within a token cap.
 
         Args:
             page_id: A page id from the index (e.g. `pg_...`) or its number.
-            page: Part of the page's output when it is long (1-based).
+            part: Part of the page's output when it is long (1-based).
         """
         capability = self._run_capability(ctx)
-        return await in_thread(
-            retrieve_page,
-            capability.graph_store,
-            page_id,
-            session_id=capability.resolve_session_id(ctx),
-            namespace=capability.namespace,
-            part=page,
-        )
+
+        async def work() -> str:
+            return await in_thread(
+                retrieve_page,
+                capability.graph_store,
+                page_id,
+                session_id=capability.resolve_session_id(ctx),
+                namespace=capability.namespace,
+                part=part,
+            )
+
+        return await answer_or_unavailable('retrieve_page', work)

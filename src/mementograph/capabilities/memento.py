@@ -22,6 +22,7 @@ archived:
 from __future__ import annotations
 
 import copy
+import inspect
 import logging
 import threading
 import warnings
@@ -281,6 +282,16 @@ class MementoCompaction(AbstractCapability[AgentDepsT]):
             raise ValueError('redact must be a function taking and returning a str')
         if isinstance(self.store, str):  # misspelt, it would only warn at every request and archive nothing
             check_store_uri(self.store)
+        for role, value, method in (('compressor', self.compressor, 'compress'), ('judge', self.judge, 'judge')):
+            if (
+                value is not None
+                and value != 'default'
+                and not inspect.iscoroutinefunction(getattr(value, method, None))
+            ):
+                # a plain `def` would fail at every compaction of every run, as warnings only
+                raise TypeError(
+                    f'{role} must have an `async def {method}(...)` method ({type(value).__name__} has not)'
+                )
         self._zone = time_zone(self.timezone)
         self._shared = _Shared(partial(_open, self.store))
         # the vectors stay valid for every run: one index, filled once per session
@@ -290,6 +301,8 @@ class MementoCompaction(AbstractCapability[AgentDepsT]):
             self._embedder = _Shared(partial(_background_sync, self._dense))
         self._toolset = MementoToolset(self)
         self._state = _RunState()
+        self._run_copy = False
+        self._latest_run = self._state  # what `reports` shows on the capability as configured
 
     # -- pydantic-ai plumbing -------------------------------------------------------------------------------------
 
@@ -316,6 +329,8 @@ class MementoCompaction(AbstractCapability[AgentDepsT]):
         # toolset, ~2 ms a run, only to drop it); the run's own state is fresh
         run = copy.copy(self)
         run._state = _RunState()
+        run._run_copy = True
+        self._latest_run = run._state
         return run
 
     def get_toolset(self) -> AbstractToolset[AgentDepsT] | None:
@@ -407,8 +422,9 @@ class MementoCompaction(AbstractCapability[AgentDepsT]):
 
     @property
     def reports(self) -> list[CompactionReport]:
-        """Compaction passes of the current run, in order."""
-        return self._state.reports
+        """Compaction passes of the current run, in order; read on the capability as you configured it (each run
+        works on a copy), those of the latest run it started. `CompactionReport` is in `mementograph.capabilities`."""
+        return self._state.reports if self._run_copy else self._latest_run.reports
 
     # -- compaction -----------------------------------------------------------------------------------------------
 

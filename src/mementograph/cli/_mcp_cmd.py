@@ -31,7 +31,8 @@ def _mcp(args: argparse.Namespace) -> int:
             if value is not None
         ]
         if given:
-            raise CliError(f'{", ".join(given)} only apply with --http (stdio needs no address or token)', code=2)
+            verb = 'applies' if len(given) == 1 else 'apply'
+            raise CliError(f'{", ".join(given)} only {verb} with --http (stdio needs no address or token)', code=2)
     host = (args.host or DEFAULT_HOST).strip()
     port = DEFAULT_PORT if args.port is None else args.port
     token = args.token or os.environ.get(TOKEN_ENV) or None

@@ -41,17 +41,17 @@ def run_query(
     *,
     session_id: str | None,
     namespace: str,
-    limit: int,
-    timeout: float,
+    limit: int | None = None,
+    timeout: float | None = None,
 ) -> list[dict[str, Any]]:
     """Run a query with a row limit and a timeout on the backends that take them (both built-in ones do; the
-    `GraphStore` protocol does not require them)."""
+    `GraphStore` protocol does not require them). `None` leaves the store's own (a Neo4j URI's `query_limit`
+    and `query_timeout`, else the defaults)."""
     accepted = inspect.signature(store.query).parameters
-    if 'limit' in accepted and 'timeout' in accepted:
+    bounds = {name: value for name, value in (('limit', limit), ('timeout', timeout)) if value is not None}
+    if bounds and all(name in accepted for name in bounds):
         bounded: Any = store.query
-        rows: list[dict[str, Any]] = bounded(
-            cypher, params, session_id=session_id, namespace=namespace, limit=limit, timeout=timeout
-        )
+        rows: list[dict[str, Any]] = bounded(cypher, params, session_id=session_id, namespace=namespace, **bounds)
         return rows
     return store.query(cypher, params, session_id=session_id, namespace=namespace)
 
@@ -90,6 +90,8 @@ def render_table(rows: Sequence[Mapping[str, Any]]) -> str:
 
 
 def _query(args: argparse.Namespace) -> int:
+    if (args.limit is not None and args.limit < 1) or (args.timeout is not None and args.timeout <= 0):
+        raise CliError(f'--limit must be at least 1 and --timeout positive, not {args.limit} / {args.timeout}', code=2)
     params = dict(parse_param(text) for text in args.param)
     with store_from(args) as store:
         rows = run_query(
@@ -118,12 +120,13 @@ def register(commands: argparse._SubParsersAction[argparse.ArgumentParser]) -> N
         '--param', action='append', default=[], metavar='NAME=VALUE', help='a query parameter; VALUE is JSON or text'
     )
     query.add_argument(
-        '--limit', type=int, default=DEFAULT_QUERY_LIMIT, help='fail past this many rows (default: %(default)s)'
+        '--limit',
+        type=int,
+        help=f"fail past this many rows (default: a Neo4j URI's query_limit, else {DEFAULT_QUERY_LIMIT})",
     )
     query.add_argument(
         '--timeout',
         type=float,
-        default=DEFAULT_QUERY_TIMEOUT,
-        help='seconds before the query is stopped (default: %(default)s)',
+        help=f"seconds before the query is stopped (default: a Neo4j URI's query_timeout, else {DEFAULT_QUERY_TIMEOUT})",
     )
     query.set_defaults(func=_query)

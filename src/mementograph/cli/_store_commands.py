@@ -142,9 +142,7 @@ def _json_line(record: dict[str, Any]) -> str:
 
 
 def _export(args: argparse.Namespace) -> int:
-    if not args.jsonl:
-        raise CliError('choose an export format: --jsonl', code=2)
-    with store_from(args) as store:
+    with store_from(args) as store:  # JSON lines, the one format (`--jsonl` says so explicitly)
         if args.events:
             records = event_records(store, args.namespace, args.session)
         else:
@@ -225,7 +223,7 @@ def register(commands: argparse._SubParsersAction[argparse.ArgumentParser]) -> N
 
     export = commands.add_parser('export', help='write evicted blocks (and mementos, entities, pages) as JSON lines')
     add_store_options(export, json_flag=False)
-    export.add_argument('--jsonl', action='store_true', help='one JSON object per evicted block')
+    export.add_argument('--jsonl', action='store_true', help='one JSON object per evicted block (the default format)')
     export.add_argument('--session', help='only this session')
     export.add_argument('--events', action='store_true', help='write the session event log instead of the blocks')
     export.add_argument('-o', '--output', help='file to write (default: stdout)')

@@ -80,8 +80,12 @@ def _parts(text: str, limit: int | None = None) -> list[str]:
 
 
 def _pick(pieces: Sequence[str], part: int) -> tuple[int, str]:
-    index = min(max(part, 1), len(pieces))
-    return index, pieces[index - 1]
+    """Part `part` (1-based) of an answer; one past the last is an error that says how many there are."""
+    if not 1 <= part <= len(pieces):
+        raise ToolError(
+            f'There {"is" if len(pieces) == 1 else "are"} {len(pieces)} part{"s" * (len(pieces) != 1)}, not {part}.'
+        )
+    return part, pieces[part - 1]
 
 
 def _cut_cells(value: Any) -> Any:
@@ -158,7 +162,9 @@ class MemoryTools:
     def recall(
         self,
         query: Annotated[str, Field(description='What to look for: names, files, symbols, errors, values, dates.')],
-        k: Annotated[int, Field(description=f'How many blocks to return (1-{MAX_RECALL_K}).')] = 5,
+        k: Annotated[
+            int, Field(description=f'How many blocks to return (1-{MAX_RECALL_K}).', ge=1, le=MAX_RECALL_K)
+        ] = 5,
         session_id: Annotated[str | None, Field(description='Only this session (default: all in scope).')] = None,
         since: Annotated[str | None, Field(description='Only blocks that started at/after this ISO-8601 time.')] = None,
         until: Annotated[str | None, Field(description='Only blocks that started before this ISO-8601 time.')] = None,
@@ -232,7 +238,9 @@ class MemoryTools:
     def recover_block(
         self,
         block_id: Annotated[str, Field(description='A block id (blk_..., prt_...) or a memento id (mem_...).')],
-        part: Annotated[int, Field(description='Part of a long answer (1-based); the header names the next.')] = 1,
+        part: Annotated[
+            int, Field(description='Part of a long answer (1-based); the header names the next.', ge=1)
+        ] = 1,
         session_id: Annotated[str | None, Field(description='Only look in this session.')] = None,
     ) -> CallToolResult:
         """Recover an archived block (or every block under a memento) exactly as it was: the original pydantic-ai
@@ -289,7 +297,7 @@ class MemoryTools:
     def list_pages(
         self,
         session_id: Annotated[str | None, Field(description='Only this session (default: all in scope).')] = None,
-        part: Annotated[int, Field(description='Part of a long listing (1-based).')] = 1,
+        part: Annotated[int, Field(description='Part of a long listing (1-based).', ge=1)] = 1,
     ) -> str:
         """List the paged index of archived conversation: per session, each page's id, turns, block count, summary
         and topics. `retrieve_page` returns a page's blocks; `recall` searches all of them."""
@@ -327,7 +335,7 @@ class MemoryTools:
     def retrieve_page(
         self,
         page_id: Annotated[str, Field(description='A page id (pg_...) from list_pages, or its number.')],
-        part: Annotated[int, Field(description='Part of a long page (1-based); the header names the next.')] = 1,
+        part: Annotated[int, Field(description='Part of a long page (1-based); the header names the next.', ge=1)] = 1,
         session_id: Annotated[str | None, Field(description='The session a page number belongs to.')] = None,
     ) -> str:
         """Return the archived blocks of one page of the memory index, rendered as text and hash-checked, within a
@@ -355,7 +363,9 @@ class MemoryTools:
         session_id: Annotated[
             str | None, Field(description='Only this session: bound to $session_id, and every node must be in it.')
         ] = None,
-        limit: Annotated[int, Field(description=f'Most rows (1-{MAX_QUERY_ROWS}); more is an error.')] = 100,
+        limit: Annotated[
+            int, Field(description=f'Most rows (1-{MAX_QUERY_ROWS}); more rows is an error.', ge=1, le=MAX_QUERY_ROWS)
+        ] = 100,
     ) -> str:
         """Run a read-only Cypher query over the memory graph and return its rows as JSON.
 

@@ -1327,20 +1327,60 @@ def _translate_token(source: str, tokens: Sequence[Token], index: int, params: M
     return None
 
 
+_MATCH_ENDS: Final = frozenset({'WHERE', 'RETURN', 'WITH', 'ORDER', 'SKIP', 'LIMIT', 'UNWIND', 'CALL', 'UNION'})
+
+
+def _relabelled(source: str, tokens: Sequence[Token]) -> dict[int, str]:
+    """Replacements that give a node variable reused in a later `MATCH` clause the label it was bound with.
+
+    grand-cypher joins `MATCH (b:EvictedBlock …) MATCH (b)-->(e)` with the label dropped (`b` then binds mementos
+    too); written `(b:EvictedBlock)` again it keeps it. Clauses sharing no variable stay as they are, but are
+    refused with ORDER BY, which grand-cypher applies wrongly to their combinations.
+    """
+    clauses: list[tuple[int, list[tuple[int, str, str | None]]]] = []  # MATCH index, (token index, name, label)
+    nodes: list[tuple[int, str, str | None]] | None = None
+    for index, token in enumerate(tokens):
+        keyword = _keyword(tokens, index)
+        if keyword == 'MATCH':
+            nodes = []
+            clauses.append((index, nodes))
+        elif keyword in _MATCH_ENDS:
+            nodes = None
+        elif nodes is not None and token.kind == 'word' and index and tokens[index - 1].text == '(':
+            labelled = index + 2 < len(tokens) and tokens[index + 1].text == ':'
+            nodes.append((index, token.text, tokens[index + 2].text if labelled else None))
+    labels: dict[str, str | None] = {}
+    replacements: dict[int, str] = {}
+    apart: list[int] = []
+    for position, (match_index, clause_nodes) in enumerate(clauses):
+        if position and not any(name in labels for _, name, _ in clause_nodes):
+            apart.append(match_index)
+        for index, name, label in clause_nodes:
+            bound = labels.get(name)
+            if label is None and bound is not None:
+                replacements[index] = f'{name}:{bound}'
+        for _, name, label in clause_nodes:
+            labels.setdefault(name, label)
+    if apart and any(_keyword(tokens, i) == 'ORDER' for i in range(len(tokens))):
+        raise _unsupported(source, tokens[apart[0]], 'ORDER BY over MATCH clauses that share no variable')
+    return replacements
+
+
 def _translate(source: str, tokens: Sequence[Token], params: Mapping[str, Any]) -> str:
     """Rewrite a checked query for grand-cypher: parameters become safely quoted literals, single-quoted strings
-    double-quoted, aggregate names upper-cased, comments dropped. Everything else stays byte for byte (grand-cypher
-    needs `-[` and `]-` unsplit)."""
+    double-quoted, aggregate names upper-cased, comments dropped, a variable reused in a later `MATCH` given its
+    label (`_relabelled`). Everything else stays byte for byte (grand-cypher needs `-[` and `]-` unsplit)."""
     pieces: list[str] = []
     cursor = 0
     distinct: Token | None = None
+    relabelled = _relabelled(source, tokens)
     for index, token in enumerate(tokens):
         keyword = _keyword(tokens, index)
         if keyword == 'DISTINCT':
             distinct = token
         elif keyword == 'AS' and distinct is not None:
             raise _unsupported(source, distinct, 'RETURN DISTINCT with AS aliases (grand-cypher mis-handles them)')
-        replacement = _translate_token(source, tokens, index, params)
+        replacement = relabelled.get(index) or _translate_token(source, tokens, index, params)
         gap = source[cursor : token.start]
         pieces.append(' ' if gap and not gap.isspace() else gap)  # a comment becomes a space
         pieces.append(token.text if replacement is None else replacement)
@@ -1389,6 +1429,11 @@ def _run_with_timeout(work: Callable[[], Any], timeout: float) -> Any:
     return outcome['value']
 
 
+_COMPUTED_OVER_MATCHES: Final = re.compile(r'\b(?:count|sum|avg|min|max|collect)\s*\(|\bDISTINCT\b', re.IGNORECASE)
+"""Aggregations and DISTINCT: a query using them is matched whole on the embedded store (a string or name
+holding one of these words only costs the early stop)."""
+
+
 def run_embedded(
     graph: Any,
     cypher: str,
@@ -1410,10 +1455,17 @@ def run_embedded(
     from lark.exceptions import LarkError, UnexpectedInput
 
     source, tokens = prepare_query(cypher)
+    # grand-cypher stops matching at its limit: fine for plain rows (one more than the cap says "too many"), wrong
+    # for what is computed over every match (a count, DISTINCT rows), which would come out of the first few. The
+    # query's own SKIP / LIMIT likewise cut the matches there, so they are applied to the rows here instead.
+    whole = _COMPUTED_OVER_MATCHES.search(source) is not None
+    window = slice(None)
+    if whole:
+        tokens, window = _rows_window(tokens, params)
     translated = _translate(source, tokens, params)
 
     def work() -> list[dict[str, Any]]:
-        engine = GrandCypher(graph, limit=limit + 1)
+        engine = GrandCypher(graph, limit=None if whole else limit + 1)
         # grand-cypher's experimental property-map hints prune candidates pairwise: a 5,000-node MATCH took 6 s
         # with them and 0.09 s without.
         engine.auto_node_jsondata_hints = False
@@ -1431,9 +1483,58 @@ def run_embedded(
         raise
     except (LarkError, Exception) as exc:  # grand-cypher's own failures: say so, never a half-answer
         raise UnsupportedQueryError(f'the embedded store failed on this query ({exc!r}); {EMBEDDED_SUBSET}') from exc
+    rows = (rows or _empty_aggregation(source, tokens))[window]
     if len(rows) > limit:
         raise QueryError(row_limit_message(limit))
     return rows
+
+
+def _rows_window(tokens: list[Token], params: Mapping[str, Any]) -> tuple[list[Token], slice]:
+    """The query without its trailing `SKIP n` / `LIMIT n`, and those as a slice of the rows."""
+    values: dict[str, int] = {}
+    end = len(tokens)
+    while end >= 2 and _keyword(tokens, end - 2) in ('SKIP', 'LIMIT'):
+        token = tokens[end - 1]
+        raw = params.get(token.value) if token.kind == 'param' else token.text
+        try:
+            values[str(_keyword(tokens, end - 2))] = int(str(raw))
+        except ValueError:
+            return tokens, slice(None)  # not a plain count: left to grand-cypher (and its message)
+        end -= 2
+    skip = values.get('SKIP', 0)
+    stop = None if 'LIMIT' not in values else skip + values['LIMIT']
+    return tokens[:end], slice(skip, stop)
+
+
+_EMPTY_AGGREGATE: Final = {'COUNT': 0, 'SUM': 0, 'COLLECT': []}
+"""What an aggregate gives over no rows in Cypher (`avg`, `min`, `max`: null)."""
+
+
+def _empty_aggregation(source: str, tokens: Sequence[Token]) -> list[dict[str, Any]]:
+    """Over no match, a RETURN of aggregates only is one row in Cypher (`count(m)` is 0), which grand-cypher
+    leaves out; a RETURN with any grouping key is no row, as it returns."""
+    starts = [i for i in range(len(tokens)) if _keyword(tokens, i) == 'RETURN']
+    if len(starts) != 1:
+        return []
+    row: dict[str, Any] = {}
+    index, depth = starts[0] + 1, 0
+    item_start = index
+    for end in range(index, len(tokens) + 1):
+        keyword = _keyword(tokens, end) if end < len(tokens) else None
+        text = tokens[end].text if end < len(tokens) else ''
+        depth += (text in '([{') - (text in ')]}') if text else 0
+        if end < len(tokens) and (depth > 0 or (text != ',' and keyword not in ('ORDER', 'SKIP', 'LIMIT'))):
+            continue
+        item = tokens[item_start:end]
+        aggregate = _keyword(tokens, item_start) if item else None
+        if aggregate not in _AGGREGATES or len(item) < 3 or item[1].text != '(':
+            return []  # a grouping key, or not a plain aggregate
+        alias = item[-1].text if len(item) >= 2 and _keyword(tokens, end - 2) == 'AS' else None
+        row[alias or source[item[0].start : item[-1].end]] = _EMPTY_AGGREGATE.get(aggregate)
+        if end == len(tokens) or text != ',':
+            break
+        item_start = end + 1
+    return [row] if row else []
 
 
 def row_limit_message(limit: int) -> str:

@@ -524,6 +524,11 @@ class Neo4jStore:
         """
         parts = urlsplit(uri)
         options = parse_qs(parts.query)
+        unknown = sorted(set(options) - _URI_OPTIONS)
+        if unknown:  # a misspelt option would otherwise be ignored in silence
+            raise ValueError(
+                f'unknown Neo4j store URI option {", ".join(unknown)}: use {", ".join(sorted(_URI_OPTIONS))}'
+            )
         user = unquote(parts.username) if parts.username else os.environ.get('NEO4J_USERNAME', 'neo4j')
         password = unquote(parts.password) if parts.password is not None else os.environ.get('NEO4J_PASSWORD', '')
         host = parts.hostname or 'localhost'
@@ -560,7 +565,10 @@ class Neo4jStore:
             if isinstance(exc, StoreError):
                 raise
             if isinstance(exc, neo4j_errors.Neo4jError | neo4j_errors.DriverError | OSError):
-                raise _unavailable(exc, shown, user, 'connecting') from exc
+                error = _unavailable(exc, shown, user, 'connecting')
+                if not password and isinstance(exc, neo4j_errors.AuthError):
+                    error = StoreUnavailableError(f'no Neo4j password was given (set NEO4J_PASSWORD); {error}')
+                raise error from exc
             raise
 
     # -- plumbing -------------------------------------------------------------------------------------------
@@ -785,6 +793,18 @@ class Neo4jStore:
         )
         last = rows[0]['last'] if rows else None
         return -1 if last is None else int(last)
+
+    def message_index_of(self, session_id: str, sha256: str, *, namespace: str = DEFAULT_NAMESPACE) -> int | None:
+        rows = self._rows(
+            "MATCH (e:Event {namespace: $namespace, session_id: $session_id}) WHERE e.kind = 'message' "
+            'AND e.sha256 = $sha256 RETURN min(e.message_index) AS first',
+            'message_index_of',
+            namespace=namespace,
+            session_id=session_id,
+            sha256=sha256,
+        )
+        first = rows[0]['first'] if rows else None
+        return None if first is None else int(first)
 
     def get_block(
         self, block_id: str, *, namespace: str = DEFAULT_NAMESPACE, session_id: str | None = None
@@ -1426,6 +1446,9 @@ def _float_option(options: Mapping[str, list[str]], name: str) -> float:
         return float(options[name][-1])
     except ValueError:
         raise ValueError(f'store URI option {name}={options[name][-1]!r} is not a number') from None
+
+
+_URI_OPTIONS: Final = frozenset({'database', 'retry_time', 'query_limit', 'query_timeout'})
 
 
 def _unavailable(exc: BaseException, uri: str, user: str | None, action: str) -> StoreError:

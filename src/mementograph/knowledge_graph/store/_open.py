@@ -98,7 +98,12 @@ def open_store(uri: str | None = None) -> GraphStore:
         from ._neo4j import Neo4jStore
 
         return Neo4jStore.from_uri(uri)
-    busy_timeout = _float_option(parse_qs(rest.partition('?')[2]), 'busy_timeout', DEFAULT_BUSY_TIMEOUT)
+    options = parse_qs(rest.partition('?')[2])
+    if set(options) - {'busy_timeout'}:  # a misspelt option would otherwise be ignored in silence
+        raise ValueError(
+            f'unknown store URI option {", ".join(sorted(set(options) - {"busy_timeout"}))}: use busy_timeout'
+        )
+    busy_timeout = _float_option(options, 'busy_timeout', DEFAULT_BUSY_TIMEOUT)
     if scheme == 'memory':
         return SqliteStore(None, uri='memory://', busy_timeout=busy_timeout)
     path = sqlite_path(uri)

@@ -126,6 +126,11 @@ class GraphStore(Protocol):
         """The highest `message_index` in a session's log, or -1 when it holds no message."""
         ...
 
+    def message_index_of(self, session_id: str, sha256: str, *, namespace: str = DEFAULT_NAMESPACE) -> int | None:
+        """The lowest `message_index` of a logged message with this sha256 in a session, or `None`: where a
+        conversation continued in a later run starts in the session's log."""
+        ...
+
     def get_block(
         self, block_id: str, *, namespace: str = DEFAULT_NAMESPACE, session_id: str | None = None
     ) -> BlockRecord:

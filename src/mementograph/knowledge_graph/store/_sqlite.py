@@ -986,6 +986,15 @@ class SqliteStore:
             ).fetchone()
         return -1 if row[0] is None else int(row[0])
 
+    def message_index_of(self, session_id: str, sha256: str, *, namespace: str = DEFAULT_NAMESPACE) -> int | None:
+        with self._read() as conn:
+            row = conn.execute(
+                "SELECT min(message_index) FROM events WHERE namespace = ? AND session_id = ? AND kind = 'message' "
+                'AND sha256 = ?',
+                (namespace, session_id, sha256),
+            ).fetchone()
+        return None if row[0] is None else int(row[0])
+
     def get_block(
         self, block_id: str, *, namespace: str = DEFAULT_NAMESPACE, session_id: str | None = None
     ) -> BlockRecord:
