@@ -348,6 +348,8 @@ def test_create_agent_has_memento_on_by_default(store: GraphStore) -> None:
         MementoCompaction('postgres://db', max_tokens=1000)
     with pytest.raises(ValueError, match='names no file'):
         MementoCompaction('sqlite://', max_tokens=1000)
+    with pytest.raises(ValueError, match='unknown store URI option busy_timout'):
+        MementoCompaction('sqlite:///tmp/m.db?busy_timout=5', max_tokens=1000)
 
     class SyncCompressor:
         name = 'sync'

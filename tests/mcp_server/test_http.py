@@ -182,3 +182,20 @@ def test_flag_errors(argv: list[str], memory_file: MemoryFile, capsys: pytest.Ca
 def test_loopback_addresses() -> None:
     assert all(is_loopback(host) for host in ('127.0.0.1', '127.8.9.1', 'localhost', 'LOCALHOST', '::1', '[::1]'))
     assert not any(is_loopback(host) for host in ('0.0.0.0', '::', '10.0.0.1', 'example.com', ''))
+
+
+def test_a_port_in_use_is_one_line_before_anything_is_served(
+    memory_file: MemoryFile, capsys: pytest.CaptureFixture[str]
+) -> None:
+    import socket
+
+    with socket.socket() as taken:
+        taken.bind(('127.0.0.1', 0))
+        taken.listen()
+        port = taken.getsockname()[1]
+        assert main(['mcp', '--http', '--port', str(port), '--store', memory_file.uri]) == 1
+    err = capsys.readouterr().err
+    assert (
+        err
+        == f'mementograph: error: cannot listen on 127.0.0.1:{port}: Address already in use; choose another --port\n'
+    )

@@ -231,10 +231,13 @@ def test_event_log_appends_idempotently_in_order(backend: Backend) -> None:
     assert [e.seq for e in store.read_events('s', namespace=ns, since_seq=6)] == [6, 7, 8]
     assert store.read_events('s', namespace=ns + 'x') == []
     # where a logged message sits: a continued conversation starts there (a compaction event is not a message)
-    assert store.message_index_of('s', events[3].sha256, namespace=ns) == 3
-    assert store.message_index_of('s', 'x', namespace=ns) is None
-    assert store.message_index_of('s', events[3].sha256, namespace=ns + 'x') is None
-    assert store.message_index_of('other', events[3].sha256, namespace=ns) is None
+    assert store.message_indices_of('s', events[3].sha256, namespace=ns) == [3]
+    assert store.message_indices_of('s', 'x', namespace=ns) == []
+    assert store.message_indices_of('s', events[3].sha256, namespace=ns + 'x') == []
+    assert store.message_indices_of('other', events[3].sha256, namespace=ns) == []
+    again = SessionEvent.for_message(messages[3], session_id='s', namespace=ns, index=len(messages))
+    store.append_events([again])  # the same message logged again later (a branch repeats its opening)
+    assert store.message_indices_of('s', events[3].sha256, namespace=ns) == [len(messages), 3]
 
 
 def test_pages_and_mentions_round_trip(backend: Backend) -> None:

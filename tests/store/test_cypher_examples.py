@@ -22,7 +22,7 @@ from mementograph.knowledge_graph import (
     memento_id_for,
     page_id_for,
 )
-from mementograph.knowledge_graph.store import GraphStore, UnsupportedQueryError
+from mementograph.knowledge_graph.store import GraphStore, QueryError, UnsupportedQueryError
 from mementograph.knowledge_graph.store._cypher import EXAMPLE_QUERIES, ExampleQuery
 from mementograph.knowledge_graph.store._neo4j import Neo4jStore
 from tests.builders import session_history
@@ -212,6 +212,12 @@ def test_aggregates_see_every_match_on_both_backends(backend: Backend, known: Kn
         'MATCH (b:EvictedBlock {namespace: $namespace}) MATCH (b)-[:MENTIONS]->(e:Entity) RETURN count(e) AS n'
     )
     assert one(two_clauses) == one_pattern > 0
+    # an unaliased aggregate is named as written, whether or not anything matched
+    assert store.query('MATCH (m:Memento {namespace: $namespace}) RETURN count(m)', namespace=ns) == [
+        {'count(m)': mementos}
+    ]
+    nothing = 'MATCH (m:Memento {namespace: $namespace, level: 99}) RETURN count(m), max(m.score)'
+    assert store.query(nothing, namespace=ns) == [{'count(m)': 0, 'max(m.score)': None}]
 
 
 def test_ordering_matches_that_share_no_variable_needs_neo4j(backend: Backend, known: Known) -> None:
@@ -225,3 +231,11 @@ def test_ordering_matches_that_share_no_variable_needs_neo4j(backend: Backend, k
     else:
         with pytest.raises(UnsupportedQueryError, match='ORDER BY over MATCH clauses that share no variable'):
             backend.store.query(cypher, namespace=backend.namespace)
+
+
+@pytest.mark.parametrize('bound', ['LIMIT $n', 'SKIP $n'])
+@pytest.mark.parametrize('value', [-1, '1', True])
+def test_skip_and_limit_take_whole_numbers(backend: Backend, known: Known, bound: str, value: object) -> None:
+    cypher = f'MATCH (m:Memento {{namespace: $namespace}}) RETURN DISTINCT m.level {bound}'
+    with pytest.raises(QueryError):
+        backend.store.query(cypher, {'n': value}, namespace=backend.namespace)

@@ -236,10 +236,12 @@ class SessionCompactor:
     def log_base(self, messages: Sequence[ModelMessage]) -> int:
         """The log position of the history's first message, found once per run.
 
-        A session's log numbers every message of the session. A run that continues a logged conversation starts
-        where that conversation starts; a new conversation under a session id already in use (a second run with
-        `session_id='build-logs'`), or a branch of an earlier conversation, is logged after the log's end, so no
-        message is mistaken for one already logged and no two blocks share a position.
+        A session's log numbers every message of the session. A run that continues a logged conversation (its
+        history reaches the log's last message, as logged) goes on from there; a new conversation under a session
+        id already in use (a second run with `session_id='build-logs'`), a branch of an earlier conversation or a
+        retry of a request that was logged before a failure is logged after the log's end, so no message is taken
+        for one already logged and no block takes a logged position. (Two runs writing one session at the same time
+        are not told apart: give concurrent runs their own session ids.)
         """
         if self._base is None:
             self._base = self._find_base(messages)
@@ -247,18 +249,47 @@ class SessionCompactor:
 
     def _find_base(self, messages: Sequence[ModelMessage]) -> int:
         last = self.store.last_message_index(self.session_id, namespace=self.namespace)
-        if last < 0 or not messages or stub_info(messages[0]) is not None:
-            return 0  # a new session, or a history whose stubs carry their own positions
-        first = messages[0]
-        redactor = self._message_redactor()
-        logged = redactor([first])[0] if redactor is not None else first
-        start = self.store.message_index_of(
-            self.session_id, messages_sha256(serialize_messages([logged])), namespace=self.namespace
-        )
-        if start is None:
-            return last + 1
-        _, end = layout(messages, position=start)
-        return start if end - 1 >= last else last + 1  # it must reach the log's tail, else it is a branch
+        if last < 0 or not messages:
+            return 0
+        if stub_info(messages[0]) is not None:
+            starts = [0]  # the stubs carry their own positions
+        else:
+            starts = self.store.message_indices_of(
+                self.session_id, self._logged_sha(messages[0]), namespace=self.namespace
+            )
+        for start in starts:
+            if self._reaches_tail(messages, start, last):
+                return start
+        return last + 1
+
+    def _reaches_tail(self, messages: Sequence[ModelMessage], start: int, last: int) -> bool:
+        """Whether `messages`, laid out from `start`, hold the log's last message: as logged, or in a stub."""
+        for slot in layout(messages, position=start)[0]:
+            if slot.stub is not None:
+                if slot.stub.first_message <= last <= slot.stub.last_message:
+                    return True
+            elif slot.log_index == last:
+                message = messages[slot.index]
+                if last in self.store.message_indices_of(
+                    self.session_id, self._logged_sha(message), namespace=self.namespace
+                ):
+                    return True
+                # a run resumed from a pending request sends a re-created copy of it (a new timestamp): the same text
+                resumed = slot.index == len(messages) - 1 and isinstance(message, ModelRequest)
+                return resumed and self._logged_text(last) == message_text(self._originals([message])[0])
+        return False
+
+    def _logged_text(self, position: int) -> str | None:
+        """The text of the message the log holds at `position` (its events from that `seq` on: a message's `seq`
+        is at least its position, and only compaction events come between)."""
+        for event in self.store.read_events(self.session_id, namespace=self.namespace, since_seq=position):
+            if event.kind == 'message' and event.message_index == position:
+                return message_text(deserialize_messages(event.payload)[0])
+        return None
+
+    def _logged_sha(self, message: ModelMessage) -> str:
+        """The sha256 the log holds for `message` (redacted; read back from the archive when micro-compacted)."""
+        return messages_sha256(serialize_messages(self._originals([message])))
 
     def _layout(self, messages: Sequence[ModelMessage]) -> list[Slot]:
         return layout(messages, position=self.log_base(messages))[0]
@@ -605,13 +636,14 @@ class SessionCompactor:
             _warn(f'compaction stopped at block {failed + 1} of {len(outcomes)}: {type(error).__name__}: {error}')
             chosen, inputs = chosen[:failed], inputs[:failed]
         results = [outcome for outcome in outcomes[: len(chosen)] if isinstance(outcome, MementoResult)]
+        spent = sum(outcome.usage_tokens for outcome in outcomes if isinstance(outcome, MementoResult))
 
         blocks: list[BlockRecord] = []
         mementos: list[MementoRecord] = []
         mentions: list[Mention] = []
         stubs: dict[int, tuple[int, list[ModelMessage]]] = {}
         saving = 0
-        usage = report.usage_tokens + sum(r.usage_tokens for r in results)  # spent, whether or not evicted below
+        usage = report.usage_tokens + spent  # every memento made, whether or not its block is evicted below
         kept: list[MementoResult] = []
         for (segment, log_index), block_input, result in zip(chosen, inputs, results, strict=True):
             if kept and tokens - saving <= low_water:

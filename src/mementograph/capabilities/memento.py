@@ -81,6 +81,17 @@ Retention = Literal['permanent', 'run', 'none']
 _RETENTIONS: tuple[Retention, ...] = get_args(Retention)
 
 
+def _is_async(function: object) -> bool:
+    """Whether calling `function` gives an awaitable: an `async def`, one under a `functools.wraps` decorator, or
+    an object whose `__call__` is one."""
+    if not callable(function):
+        return False
+    return any(
+        inspect.iscoroutinefunction(candidate)
+        for candidate in (function, inspect.unwrap(function), type(function).__call__)
+    )
+
+
 class MementoWarning(UserWarning):
     """Compaction could not happen (store or compressor failing); the run continued with its full context."""
 
@@ -136,6 +147,8 @@ class _RunState:
     """The session's page index as the instructions carry it; `None` until the run's first request reads it."""
     page_index_tokens: int = 0
     """Its size, kept out of the history's share of the high-water mark."""
+    run_id: str | None = None
+    """The run this state belongs to."""
 
 
 @dataclass
@@ -283,11 +296,7 @@ class MementoCompaction(AbstractCapability[AgentDepsT]):
         if isinstance(self.store, str):  # misspelt, it would only warn at every request and archive nothing
             check_store_uri(self.store)
         for role, value, method in (('compressor', self.compressor, 'compress'), ('judge', self.judge, 'judge')):
-            if (
-                value is not None
-                and value != 'default'
-                and not inspect.iscoroutinefunction(getattr(value, method, None))
-            ):
+            if value is not None and value != 'default' and not _is_async(getattr(value, method, None)):
                 # a plain `def` would fail at every compaction of every run, as warnings only
                 raise TypeError(
                     f'{role} must have an `async def {method}(...)` method ({type(value).__name__} has not)'
@@ -445,6 +454,12 @@ class MementoCompaction(AbstractCapability[AgentDepsT]):
     def compactor(self, ctx: RunContext[Any]) -> SessionCompactor:
         """This run's compactor (created on first use, bound to the run's session)."""
         state = self._state
+        if state.compactor is not None and state.run_id not in (None, ctx.run_id):
+            # not copied per run (a tier of a harness compaction calls this instance for every run): a new run
+            # starts from a fresh state, as `for_run` gives the copies
+            state.compactor.close()
+            self._state = self._latest_run = state = _RunState()
+        state.run_id = ctx.run_id
         high = self.high_water(ctx) - state.page_index_tokens
         if state.compactor is None:
             counter = TokenCounter(self.encoding or encoding_for_model(getattr(ctx.model, 'model_name', None)))

@@ -14,7 +14,6 @@ from ..knowledge_graph import DEFAULT_NAMESPACE
 from ..knowledge_graph.store import (
     STORE_ENV,
     GraphStore,
-    UnknownStoreSchemeError,
     open_store,
     resolve_store_uri,
     sqlite_path,
@@ -141,7 +140,7 @@ def store_from(args: argparse.Namespace, *, create: bool = False) -> Iterator[Gr
     uri = getattr(args, 'store', None)
     try:
         path = sqlite_path(uri)
-    except UnknownStoreSchemeError as exc:
+    except ValueError as exc:  # an unknown scheme (UnknownStoreSchemeError) or option
         raise CliError(f'{exc} (from {_store_origin(args)})', code=2) from None
     if path is not None and not create and not path.exists():
         raise CliError(

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import argparse
 import os
+import socket
 import sys
 
 from ..knowledge_graph.dense import BackgroundSync
@@ -45,6 +46,8 @@ def _mcp(args: argparse.Namespace) -> int:
                 f'clients must authenticate, or bind {DEFAULT_HOST}',
                 code=2,
             )
+    if args.http:
+        _check_port(host, port)
     embedding = load_embedding(args.embedding)
     try:
         path = sqlite_path(args.store)
@@ -54,6 +57,9 @@ def _mcp(args: argparse.Namespace) -> int:
         print(f'mementograph mcp: no store at {path} yet; serving empty memory until something is archived there',
               file=sys.stderr, flush=True)  # fmt: skip
     with store_from(args, create=True) as store:
+        if args.session and all(s.id != args.session for s in store.list_sessions(namespace=args.namespace)):
+            print(f'mementograph mcp: no session {args.session!r} in namespace {args.namespace!r} yet; serving it '
+                  'empty until something is archived there', file=sys.stderr, flush=True)  # fmt: skip
         server = create_server(
             store,
             namespace=args.namespace,
@@ -78,6 +84,18 @@ def _mcp(args: argparse.Namespace) -> int:
         finally:
             BackgroundSync.stop_all()  # embedding threads read the store: stopped before it closes
     return 0
+
+
+def _check_port(host: str, port: int) -> None:
+    """Fail with one line before announcing anything when the address cannot be bound (a port in use), instead
+    of the web server's own log line and its exit code."""
+    family = socket.AF_INET6 if ':' in host else socket.AF_INET
+    with socket.socket(family, socket.SOCK_STREAM) as probe:
+        probe.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)
+        try:
+            probe.bind((host, port))
+        except OSError as exc:
+            raise CliError(f'cannot listen on {host}:{port}: {exc.strerror or exc}; choose another --port') from None
 
 
 def register(commands: argparse._SubParsersAction[argparse.ArgumentParser]) -> None:

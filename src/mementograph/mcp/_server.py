@@ -143,6 +143,11 @@ class MemoryTools:
             return pinned
         if pinned is not None and requested != pinned:
             raise ToolError(f'This server serves session {pinned!r} only; leave session_id out.')
+        if pinned is None:  # a misspelt id would otherwise read as an empty session
+            with self._store_errors():
+                known = any(s.id == requested for s in self.store.list_sessions(namespace=self.scope.namespace))
+            if not known:
+                raise ToolError(f'No session {requested!r} in {self._where(None)}; stats() lists the recent ones.')
         return requested
 
     def _where(self, session_id: str | None) -> str:

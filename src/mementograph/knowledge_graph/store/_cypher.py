@@ -1483,7 +1483,9 @@ def run_embedded(
         raise
     except (LarkError, Exception) as exc:  # grand-cypher's own failures: say so, never a half-answer
         raise UnsupportedQueryError(f'the embedded store failed on this query ({exc!r}); {EMBEDDED_SUBSET}') from exc
-    rows = (rows or _empty_aggregation(source, tokens))[window]
+    items = _return_items(source, tokens)
+    rows = _source_names(rows, items) or _empty_aggregation(items)
+    rows = rows[window]
     if len(rows) > limit:
         raise QueryError(row_limit_message(limit))
     return rows
@@ -1495,11 +1497,14 @@ def _rows_window(tokens: list[Token], params: Mapping[str, Any]) -> tuple[list[T
     end = len(tokens)
     while end >= 2 and _keyword(tokens, end - 2) in ('SKIP', 'LIMIT'):
         token = tokens[end - 1]
+        keyword = str(_keyword(tokens, end - 2))
         raw = params.get(token.value) if token.kind == 'param' else token.text
-        try:
-            values[str(_keyword(tokens, end - 2))] = int(str(raw))
-        except ValueError:
-            return tokens, slice(None)  # not a plain count: left to grand-cypher (and its message)
+        value = raw if isinstance(raw, int) and not isinstance(raw, bool) else None
+        if token.kind != 'param' and str(raw).isdigit():
+            value = int(str(raw))
+        if value is None or value < 0:
+            raise QueryError(f'{keyword} takes a whole number of rows, 0 or more, not {raw!r}')
+        values[keyword] = value
         end -= 2
     skip = values.get('SKIP', 0)
     stop = None if 'LIMIT' not in values else skip + values['LIMIT']
@@ -1510,31 +1515,61 @@ _EMPTY_AGGREGATE: Final = {'COUNT': 0, 'SUM': 0, 'COLLECT': []}
 """What an aggregate gives over no rows in Cypher (`avg`, `min`, `max`: null)."""
 
 
-def _empty_aggregation(source: str, tokens: Sequence[Token]) -> list[dict[str, Any]]:
-    """Over no match, a RETURN of aggregates only is one row in Cypher (`count(m)` is 0), which grand-cypher
-    leaves out; a RETURN with any grouping key is no row, as it returns."""
+def _return_items(source: str, tokens: Sequence[Token]) -> list[tuple[str, str | None, str | None]]:
+    """The RETURN items of a query as `(source text, alias, aggregate)`: the aggregate's name when the item is one
+    plain aggregate call (`count(m)`), else `None`. Empty when there is not exactly one RETURN."""
     starts = [i for i in range(len(tokens)) if _keyword(tokens, i) == 'RETURN']
     if len(starts) != 1:
         return []
-    row: dict[str, Any] = {}
-    index, depth = starts[0] + 1, 0
-    item_start = index
-    for end in range(index, len(tokens) + 1):
+    items: list[tuple[str, str | None, str | None]] = []
+    item_start, depth = starts[0] + 1, 0
+    for end in range(item_start, len(tokens) + 1):
         keyword = _keyword(tokens, end) if end < len(tokens) else None
         text = tokens[end].text if end < len(tokens) else ''
         depth += (text in '([{') - (text in ')]}') if text else 0
         if end < len(tokens) and (depth > 0 or (text != ',' and keyword not in ('ORDER', 'SKIP', 'LIMIT'))):
             continue
         item = tokens[item_start:end]
-        aggregate = _keyword(tokens, item_start) if item else None
-        if aggregate not in _AGGREGATES or len(item) < 3 or item[1].text != '(':
-            return []  # a grouping key, or not a plain aggregate
-        alias = item[-1].text if len(item) >= 2 and _keyword(tokens, end - 2) == 'AS' else None
-        row[alias or source[item[0].start : item[-1].end]] = _EMPTY_AGGREGATE.get(aggregate)
+        if item:
+            aliased = len(item) >= 3 and _keyword(tokens, end - 2) == 'AS'
+            expression = item[:-2] if aliased else item
+            name = _keyword(tokens, item_start)
+            plain = (
+                name in _AGGREGATES
+                and len(expression) >= 3
+                and expression[1].text == '('
+                and expression[-1].text == ')'
+            )
+            items.append(
+                (
+                    source[expression[0].start : expression[-1].end],
+                    item[-1].text if aliased else None,
+                    name if plain else None,
+                )
+            )
         if end == len(tokens) or text != ',':
             break
         item_start = end + 1
-    return [row] if row else []
+    return items
+
+
+def _source_names(
+    rows: list[dict[str, Any]], items: Sequence[tuple[str, str | None, str | None]]
+) -> list[dict[str, Any]]:
+    """Columns named as the query wrote them: grand-cypher names an unaliased aggregate as translated (`COUNT(b)`),
+    Neo4j as written (`count(b)`)."""
+    written = {text.upper(): text for text, alias, aggregate in items if alias is None and aggregate is not None}
+    if not rows or not written:
+        return rows
+    return [{written.get(key.upper(), key): value for key, value in row.items()} for row in rows]
+
+
+def _empty_aggregation(items: Sequence[tuple[str, str | None, str | None]]) -> list[dict[str, Any]]:
+    """Over no match, a RETURN of aggregates only is one row in Cypher (`count(m)` is 0), which grand-cypher
+    leaves out; a RETURN with any grouping key is no row, as it returns."""
+    if not items or any(aggregate is None for _, _, aggregate in items):
+        return []
+    return [{alias or text: _EMPTY_AGGREGATE.get(str(aggregate)) for text, alias, aggregate in items}]
 
 
 def row_limit_message(limit: int) -> str:

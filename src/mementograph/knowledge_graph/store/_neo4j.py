@@ -59,6 +59,7 @@ from ._errors import (
     StoreError,
     StoreUnavailableError,
 )
+from ._open import check_store_uri
 from ._protocol import BlockLink, GraphLinks, MementoLink, PageLink, RecoveredBlock, TextHit
 
 if TYPE_CHECKING:  # recall reads (section at the end of the reads); a runtime import would be circular
@@ -524,11 +525,7 @@ class Neo4jStore:
         """
         parts = urlsplit(uri)
         options = parse_qs(parts.query)
-        unknown = sorted(set(options) - _URI_OPTIONS)
-        if unknown:  # a misspelt option would otherwise be ignored in silence
-            raise ValueError(
-                f'unknown Neo4j store URI option {", ".join(unknown)}: use {", ".join(sorted(_URI_OPTIONS))}'
-            )
+        check_store_uri(uri)  # a misspelt option would otherwise be ignored in silence
         user = unquote(parts.username) if parts.username else os.environ.get('NEO4J_USERNAME', 'neo4j')
         password = unquote(parts.password) if parts.password is not None else os.environ.get('NEO4J_PASSWORD', '')
         host = parts.hostname or 'localhost'
@@ -794,17 +791,16 @@ class Neo4jStore:
         last = rows[0]['last'] if rows else None
         return -1 if last is None else int(last)
 
-    def message_index_of(self, session_id: str, sha256: str, *, namespace: str = DEFAULT_NAMESPACE) -> int | None:
+    def message_indices_of(self, session_id: str, sha256: str, *, namespace: str = DEFAULT_NAMESPACE) -> list[int]:
         rows = self._rows(
             "MATCH (e:Event {namespace: $namespace, session_id: $session_id}) WHERE e.kind = 'message' "
-            'AND e.sha256 = $sha256 RETURN min(e.message_index) AS first',
-            'message_index_of',
+            'AND e.sha256 = $sha256 RETURN e.message_index AS position ORDER BY position DESC',
+            'message_indices_of',
             namespace=namespace,
             session_id=session_id,
             sha256=sha256,
         )
-        first = rows[0]['first'] if rows else None
-        return None if first is None else int(first)
+        return [int(row['position']) for row in rows]
 
     def get_block(
         self, block_id: str, *, namespace: str = DEFAULT_NAMESPACE, session_id: str | None = None
@@ -1446,9 +1442,6 @@ def _float_option(options: Mapping[str, list[str]], name: str) -> float:
         return float(options[name][-1])
     except ValueError:
         raise ValueError(f'store URI option {name}={options[name][-1]!r} is not a number') from None
-
-
-_URI_OPTIONS: Final = frozenset({'database', 'retry_time', 'query_limit', 'query_timeout'})
 
 
 def _unavailable(exc: BaseException, uri: str, user: str | None, action: str) -> StoreError:

@@ -27,6 +27,8 @@ __all__ = (
 STORE_ENV: Final = 'MEMENTOGRAPH_STORE'
 NEO4J_SCHEMES: Final = ('neo4j', 'neo4j+s', 'neo4j+ssc', 'bolt', 'bolt+s', 'bolt+ssc')
 SUPPORTED_SCHEMES: Final = ('sqlite', 'memory', *NEO4J_SCHEMES)
+SQLITE_URI_OPTIONS: Final = frozenset({'busy_timeout'})
+NEO4J_URI_OPTIONS: Final = frozenset({'database', 'retry_time', 'query_limit', 'query_timeout'})
 
 
 def default_store_uri() -> str:
@@ -60,12 +62,16 @@ def _split(uri: str) -> tuple[str, str]:
         )  # fmt: skip
     if scheme == 'sqlite' and not rest.partition('?')[0]:
         raise UnknownStoreSchemeError(f'store URI {uri!r} names no file: use sqlite:///path/to/memory.db')
+    known = NEO4J_URI_OPTIONS if scheme in NEO4J_SCHEMES else SQLITE_URI_OPTIONS
+    unknown = sorted(set(parse_qs(rest.partition('?')[2])) - known)
+    if unknown:  # a misspelt option would otherwise be ignored in silence
+        raise ValueError(f'unknown store URI option {", ".join(unknown)} in {uri!r}: use {", ".join(sorted(known))}')
     return scheme, rest
 
 
 def check_store_uri(uri: str) -> None:
-    """Raise what `open_store(uri)` would raise for a malformed URI, without opening anything (so a capability
-    can refuse a misspelt store when it is made instead of warning at every request)."""
+    """Raise what `open_store(uri)` would raise for a malformed URI (scheme, file, option names), without opening
+    anything: a capability refuses a misspelt store when it is made instead of warning at every request."""
     _split(uri)
 
 
@@ -99,10 +105,6 @@ def open_store(uri: str | None = None) -> GraphStore:
 
         return Neo4jStore.from_uri(uri)
     options = parse_qs(rest.partition('?')[2])
-    if set(options) - {'busy_timeout'}:  # a misspelt option would otherwise be ignored in silence
-        raise ValueError(
-            f'unknown store URI option {", ".join(sorted(set(options) - {"busy_timeout"}))}: use busy_timeout'
-        )
     busy_timeout = _float_option(options, 'busy_timeout', DEFAULT_BUSY_TIMEOUT)
     if scheme == 'memory':
         return SqliteStore(None, uri='memory://', busy_timeout=busy_timeout)

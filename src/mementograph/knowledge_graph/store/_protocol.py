@@ -126,9 +126,9 @@ class GraphStore(Protocol):
         """The highest `message_index` in a session's log, or -1 when it holds no message."""
         ...
 
-    def message_index_of(self, session_id: str, sha256: str, *, namespace: str = DEFAULT_NAMESPACE) -> int | None:
-        """The lowest `message_index` of a logged message with this sha256 in a session, or `None`: where a
-        conversation continued in a later run starts in the session's log."""
+    def message_indices_of(self, session_id: str, sha256: str, *, namespace: str = DEFAULT_NAMESPACE) -> list[int]:
+        """Every `message_index` of a session's logged messages with this sha256, newest first: where a
+        conversation continued in a later run may start in the session's log (a branch repeats its opening)."""
         ...
 
     def get_block(

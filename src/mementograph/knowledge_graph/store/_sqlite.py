@@ -986,14 +986,14 @@ class SqliteStore:
             ).fetchone()
         return -1 if row[0] is None else int(row[0])
 
-    def message_index_of(self, session_id: str, sha256: str, *, namespace: str = DEFAULT_NAMESPACE) -> int | None:
+    def message_indices_of(self, session_id: str, sha256: str, *, namespace: str = DEFAULT_NAMESPACE) -> list[int]:
         with self._read() as conn:
-            row = conn.execute(
-                "SELECT min(message_index) FROM events WHERE namespace = ? AND session_id = ? AND kind = 'message' "
-                'AND sha256 = ?',
+            rows = conn.execute(
+                "SELECT message_index FROM events WHERE namespace = ? AND session_id = ? AND kind = 'message' "
+                'AND sha256 = ? ORDER BY message_index DESC',
                 (namespace, session_id, sha256),
-            ).fetchone()
-        return None if row[0] is None else int(row[0])
+            ).fetchall()
+        return [int(row[0]) for row in rows]
 
     def get_block(
         self, block_id: str, *, namespace: str = DEFAULT_NAMESPACE, session_id: str | None = None

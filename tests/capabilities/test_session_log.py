@@ -1,0 +1,82 @@
+"""Where a run's history goes in its session's log: a continuation goes on from the log's last message, anything
+else (a branch, a retry after a failed request) after it, so no original message is left out or logged in a
+position another one holds."""
+
+from __future__ import annotations
+
+import pytest
+from pydantic_ai.messages import BinaryContent, ModelMessage
+
+from mementograph import MementoCompaction, open_store
+from mementograph._messages import deserialize_messages, message_text
+from mementograph.knowledge_graph.store import GraphStore, verify_store
+from tests.scripted import ScriptedModel, scripted_agent
+
+
+@pytest.fixture
+def store() -> GraphStore:
+    return open_store('memory://')
+
+
+def logged(store: GraphStore) -> list[ModelMessage]:
+    events = [e for e in store.read_events('s') if e.kind == 'message']
+    assert [e.message_index for e in events] == list(range(len(events)))  # no gap, no position twice
+    return [deserialize_messages(e.payload)[0] for e in events]
+
+
+async def test_continuing_a_branch_logs_only_its_new_messages(store: GraphStore) -> None:
+    capability = MementoCompaction(store, max_tokens=100_000, session_id='s')
+    a = await scripted_agent(ScriptedModel(steps=1), [capability]).run('Task A.')
+    await scripted_agent(ScriptedModel(steps=1), [capability]).run('Task B.')
+    c = await scripted_agent(ScriptedModel(steps=0), [capability]).run('Branch C.', message_history=a.all_messages())
+    before = len(logged(store))
+    d = await scripted_agent(ScriptedModel(steps=0), [capability]).run('Go on.', message_history=c.all_messages())
+    log = logged(store)
+    assert log[before:] == d.all_messages()[len(c.all_messages()) :]  # C's opening is not logged a second time
+
+
+async def test_a_retried_request_is_logged_after_the_one_that_failed(store: GraphStore) -> None:
+    class Down(ScriptedModel):
+        def __call__(self, messages: list[ModelMessage], info: object) -> object:  # type: ignore[override]
+            raise RuntimeError('model down')
+
+    capability = MementoCompaction(store, max_tokens=100_000, session_id='s')
+    a = await scripted_agent(ScriptedModel(steps=1), [capability]).run('Task A.')
+    with pytest.raises(RuntimeError, match='model down'):
+        await scripted_agent(Down(), [capability]).run('Attempt 1.', message_history=a.all_messages())
+    await scripted_agent(ScriptedModel(steps=1), [capability]).run('Attempt 2.', message_history=a.all_messages())
+    texts = [message_text(m) for m in logged(store)]
+    assert sum('Attempt 1.' in t for t in texts) == 1 and sum('Attempt 2.' in t for t in texts) == 1
+    assert verify_store(store, session_id='s').ok
+
+
+async def test_a_micro_compacted_opening_still_marks_a_continuation(store: GraphStore) -> None:
+    capability = MementoCompaction(store, max_tokens=6_000, session_id='s', micro_min_tokens=200)
+    prompt = [
+        'Review this spec and the diagram.\n' + 'The service must retry idempotent calls. ' * 150,
+        BinaryContent(b'\x89PNG' + b'\0' * 50_000, media_type='image/png'),
+    ]
+    a = await scripted_agent(ScriptedModel(steps=6), [capability]).run(prompt)
+    assert 'archived' in message_text(a.all_messages()[0])  # the opening went to the archive, a stub stayed
+    before = len(logged(store))
+    b = await scripted_agent(ScriptedModel(steps=0), [capability]).run(
+        'One more thing.', message_history=a.all_messages()
+    )
+    assert len(logged(store)) - before == len(b.all_messages()) - len(a.all_messages())
+    assert verify_store(store, session_id='s').ok
+
+
+async def test_a_harness_tier_logs_each_run_of_its_session(store: GraphStore) -> None:
+    from pydantic_ai_harness.compaction import TieredCompaction
+
+    memento = MementoCompaction(store, max_tokens=1_000_000, session_id='s', micro_min_tokens=10**9)
+
+    def agent() -> object:
+        return scripted_agent(ScriptedModel(steps=8), [TieredCompaction(tiers=[memento], target_tokens=2_500)])
+
+    await agent().run('Conversation one.')  # type: ignore[attr-defined]
+    await agent().run('Conversation two.')  # type: ignore[attr-defined]  # the tier is not copied per run
+    assert any('Conversation two.' in message_text(m) for m in logged(store))
+    blocks = store.list_blocks(session_id='s')
+    assert blocks and len({b.first_message for b in blocks}) == len(blocks)
+    assert verify_store(store, session_id='s').ok
