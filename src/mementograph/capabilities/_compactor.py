@@ -63,9 +63,9 @@ MentionExtractor = Callable[[str, str], Sequence[Mention]]
 """`(source_id, text) -> mentions`: links a block or memento to the entities it names (the recall layer's)."""
 
 _STUB_OVERHEAD_TOKENS: Final = 40
+"""Header tokens a stub adds to its memento text (estimate used only for planning)."""
 _MIN_EVICTABLE_TOKENS: Final = 2 * _STUB_OVERHEAD_TOKENS
 """A complete block smaller than this is left in context: its memento and stub would not be smaller than it."""
-"""Header tokens a stub adds to its memento text (estimate used only for planning)."""
 _STUB_MARGIN_TOKENS: Final = 8
 """Taken off a too-large stub of an oversized tool result, beyond its excess, when its size is corrected."""
 

@@ -1511,8 +1511,8 @@ def _rows_window(tokens: list[Token], params: Mapping[str, Any]) -> tuple[list[T
     return tokens[:end], slice(skip, stop)
 
 
-_EMPTY_AGGREGATE: Final = {'COUNT': 0, 'SUM': 0, 'COLLECT': []}
-"""What an aggregate gives over no rows in Cypher (`avg`, `min`, `max`: null)."""
+_EMPTY_AGGREGATE: Final = {'COUNT': 0, 'SUM': 0}
+"""What an aggregate gives over no rows in Cypher (`collect`: an empty list; `avg`, `min`, `max`: null)."""
 
 
 def _return_items(source: str, tokens: Sequence[Token]) -> list[tuple[str, str | None, str | None]]:
@@ -1569,7 +1569,12 @@ def _empty_aggregation(items: Sequence[tuple[str, str | None, str | None]]) -> l
     leaves out; a RETURN with any grouping key is no row, as it returns."""
     if not items or any(aggregate is None for _, _, aggregate in items):
         return []
-    return [{alias or text: _EMPTY_AGGREGATE.get(str(aggregate)) for text, alias, aggregate in items}]
+    return [
+        {
+            alias or text: [] if aggregate == 'COLLECT' else _EMPTY_AGGREGATE.get(str(aggregate))
+            for text, alias, aggregate in items
+        }
+    ]
 
 
 def row_limit_message(limit: int) -> str:
