@@ -15,7 +15,7 @@ from pydantic_ai.embeddings import EmbeddingResult, EmbeddingSettings
 from pydantic_ai.embeddings.result import EmbedInputType
 
 from mementograph import MementoCompaction, open_store
-from mementograph.knowledge_graph.dense import DenseIndex, OnnxEmbeddingModel
+from mementograph.knowledge_graph.dense import DenseIndex, EmbeddingModelError, OnnxEmbeddingModel
 from mementograph.mcp import MemoryTools
 from tests.builders import HashedWords
 from tests.capabilities.probe import ProbeModel, probe_agent, tool_returns
@@ -110,7 +110,8 @@ async def test_a_recall_shares_the_background_embedding_and_does_not_wait_long_f
 async def test_a_failing_model_leaves_recall_lexical(tmp_path: Path, caplog: pytest.LogCaptureFixture) -> None:
     store = open_store(f'sqlite://{tmp_path / "memory.db"}')
     try:
-        capability = MementoCompaction(store, max_tokens=2_500, embedding=f'onnx:{tmp_path / "no-model"}')
+        # a model object fails only when used (a name that can never work is refused when the capability is made)
+        capability = MementoCompaction(store, max_tokens=2_500, embedding=OnnxEmbeddingModel(tmp_path / 'no-model'))
         model = ProbeModel('ZEBRAALPHA', probes=[('recall', {'query': 'ZEBRAALPHA module'})])
         with caplog.at_level(logging.WARNING, logger='mementograph'):
             await probe_agent(model, [capability]).run('Read every module.', conversation_id='alpha')
@@ -121,6 +122,13 @@ async def test_a_failing_model_leaves_recall_lexical(tmp_path: Path, caplog: pyt
         )
     finally:
         store.close()
+
+
+def test_an_embedding_name_that_cannot_work_is_refused_when_made(tmp_path: Path) -> None:
+    with pytest.raises(EmbeddingModelError, match='no-model: no such embedding model'):
+        MementoCompaction('memory://', embedding=f'onnx:{tmp_path / "no-model"}')
+    with pytest.raises(EmbeddingModelError, match="cannot use embedding model 'nosuchprovider:x'"):
+        MementoCompaction('memory://', embedding='nosuchprovider:x')
 
 
 class _QueriesOnly(OnnxEmbeddingModel):

@@ -30,6 +30,7 @@ from collections.abc import Callable
 from dataclasses import KW_ONLY, dataclass, field, replace
 from datetime import tzinfo
 from functools import partial
+from pathlib import Path
 from typing import TYPE_CHECKING, Any, Final, Generic, Literal, TypeVar, get_args
 
 from pydantic_ai import RunContext
@@ -42,7 +43,7 @@ from pydantic_ai.toolsets import AbstractToolset
 from .._redact import Redactor, redact_secrets
 from .._tokens import TokenCounter, encoding_for_model
 from ..knowledge_graph import DEFAULT_NAMESPACE
-from ..knowledge_graph.dense import BackgroundSync, DenseIndex, embedding_model
+from ..knowledge_graph.dense import ONNX_SCHEME, BackgroundSync, DenseIndex, EmbeddingModelError, embedding_model
 from ..knowledge_graph.entities import mentions_for
 from ..knowledge_graph.memory import (
     Compressor,
@@ -90,6 +91,21 @@ def _is_async(function: object) -> bool:
         inspect.iscoroutinefunction(candidate)
         for candidate in (function, inspect.unwrap(function), type(function).__call__)
     )
+
+
+def _check_embedding_name(spec: str) -> None:
+    """Raise `EmbeddingModelError` for an embedding model name that cannot work: an `onnx:PATH` with nothing at
+    the path, an unknown provider, a provider whose package is not installed. A model that fails later (the
+    network, a key) still only leaves recall lexical."""
+    if spec.startswith(ONNX_SCHEME):
+        path = Path(spec[len(ONNX_SCHEME) :]).expanduser()
+        if not path.exists():
+            raise EmbeddingModelError(
+                f'{path}: no such embedding model (onnx:PATH names a local model; scripts/fetch-embedding-model '
+                'fetches one)'
+            )
+        return
+    embedding_model(spec)
 
 
 class MementoWarning(UserWarning):
@@ -295,6 +311,8 @@ class MementoCompaction(AbstractCapability[AgentDepsT]):
             raise ValueError('redact must be a function taking and returning a str')
         if isinstance(self.store, str):  # misspelt, it would only warn at every request and archive nothing
             check_store_uri(self.store)
+        if isinstance(self.embedding, str):  # likewise a name that can never give a model (recall would stay lexical)
+            _check_embedding_name(self.embedding)
         for role, value, method in (('compressor', self.compressor, 'compress'), ('judge', self.judge, 'judge')):
             if value is not None and value != 'default' and not _is_async(getattr(value, method, None)):
                 # a plain `def` would fail at every compaction of every run, as warnings only
