@@ -52,6 +52,7 @@ from ..knowledge_graph.memory import (
 )
 from ..knowledge_graph.recall import pages_for_eviction
 from ..knowledge_graph.store import GraphStore, NotFoundError
+from ._events import MementoWarning
 from ._layout import MICRO_METADATA, Slot, StubInfo, layout, make_stub, micro_part_id, stub_info, stub_shape
 from ._logwriter import SessionLogWriter
 from ._threads import in_thread
@@ -79,12 +80,6 @@ def _has_attachment(message: ModelMessage) -> bool:
         if any(isinstance(item, BinaryContent) for item in items):
             return True
     return False
-
-
-def _warn(message: str) -> None:
-    from .memento import MementoWarning  # defined beside the capability, which imports this module
-
-    warnings.warn(f'mementograph: {message}', MementoWarning, stacklevel=3)
 
 
 @dataclass(frozen=True)
@@ -633,7 +628,8 @@ class SessionCompactor:
                 raise error
             # The blocks before it are evicted; it and the newer ones stay in context and are tried again next
             # time, so the archive stays in session order.
-            _warn(f'compaction stopped at block {failed + 1} of {len(outcomes)}: {type(error).__name__}: {error}')
+            message = f'compaction stopped at block {failed + 1} of {len(outcomes)}: {type(error).__name__}: {error}'
+            warnings.warn(f'mementograph: {message}', MementoWarning, stacklevel=2)
             chosen, inputs = chosen[:failed], inputs[:failed]
         results = [outcome for outcome in outcomes[: len(chosen)] if isinstance(outcome, MementoResult)]
         spent = sum(outcome.usage_tokens for outcome in outcomes if isinstance(outcome, MementoResult))

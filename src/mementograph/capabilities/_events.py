@@ -6,7 +6,11 @@ from dataclasses import dataclass
 
 from pydantic_ai.messages import CapabilityEvent
 
-__all__ = ('MementoEvent', 'MementoEvictedEvent', 'MementoRecoveredEvent', 'MementoSkippedEvent')
+__all__ = ('MementoEvent', 'MementoEvictedEvent', 'MementoRecoveredEvent', 'MementoSkippedEvent', 'MementoWarning')
+
+
+class MementoWarning(UserWarning):
+    """Compaction could not happen (store or compressor failing); the run continued with its full context."""
 
 
 @dataclass(kw_only=True)

@@ -16,7 +16,7 @@ from pydantic_ai.toolsets import FunctionToolset
 from ..knowledge_graph.memory import render_block
 from ..knowledge_graph.recall import recall, render_recall, retrieve_page
 from ..knowledge_graph.store import BlockIntegrityError, NotFoundError, StoreError, recover_chain
-from ._events import MementoRecoveredEvent
+from ._events import MementoRecoveredEvent, MementoWarning
 from ._threads import in_thread
 
 if TYPE_CHECKING:
@@ -52,8 +52,6 @@ def paginate(text: str, page: int, *, what: str, more: str, chars: int = TOOL_OU
 async def answer_or_unavailable(tool: str, work: Callable[[], Awaitable[str]]) -> str:
     """`work()`'s answer, or, when it fails (a store that is closed, unreachable or corrupt, above all), an answer
     saying so and a `MementoWarning`: a memory tool must not end the agent's run, which goes on with its context."""
-    from .memento import MementoWarning
-
     try:
         return await work()
     except Exception as exc:

@@ -30,7 +30,6 @@ from collections.abc import Callable
 from dataclasses import KW_ONLY, dataclass, field, replace
 from datetime import tzinfo
 from functools import partial
-from pathlib import Path
 from typing import TYPE_CHECKING, Any, Final, Generic, Literal, TypeVar, get_args
 
 from pydantic_ai import RunContext
@@ -43,7 +42,7 @@ from pydantic_ai.toolsets import AbstractToolset
 from .._redact import Redactor, redact_secrets
 from .._tokens import TokenCounter, encoding_for_model
 from ..knowledge_graph import DEFAULT_NAMESPACE
-from ..knowledge_graph.dense import ONNX_SCHEME, BackgroundSync, DenseIndex, EmbeddingModelError, embedding_model
+from ..knowledge_graph.dense import ONNX_SCHEME, BackgroundSync, DenseIndex, embedding_model, existing_model_path
 from ..knowledge_graph.entities import mentions_for
 from ..knowledge_graph.memory import (
     Compressor,
@@ -57,7 +56,7 @@ from ..knowledge_graph.memory import (
 from ..knowledge_graph.recall import page_index_text
 from ..knowledge_graph.store import GraphStore, check_store_uri, open_store
 from ._compactor import CompactionPolicy, CompactionReport, MentionExtractor, SessionCompactor, Trigger
-from ._events import MementoEvictedEvent, MementoSkippedEvent
+from ._events import MementoEvictedEvent, MementoSkippedEvent, MementoWarning
 from ._threads import in_thread
 from ._toolset import MementoToolset
 
@@ -98,18 +97,9 @@ def _check_embedding_name(spec: str) -> None:
     the path, an unknown provider, a provider whose package is not installed. A model that fails later (the
     network, a key) still only leaves recall lexical."""
     if spec.startswith(ONNX_SCHEME):
-        path = Path(spec[len(ONNX_SCHEME) :]).expanduser()
-        if not path.exists():
-            raise EmbeddingModelError(
-                f'{path}: no such embedding model (onnx:PATH names a local model; scripts/fetch-embedding-model '
-                'fetches one)'
-            )
-        return
-    embedding_model(spec)
-
-
-class MementoWarning(UserWarning):
-    """Compaction could not happen (store or compressor failing); the run continued with its full context."""
+        existing_model_path(spec[len(ONNX_SCHEME) :])  # the model itself is read at the first embedding
+    else:
+        embedding_model(spec)
 
 
 def _open(store: GraphStore | str | None) -> GraphStore:

