@@ -2,6 +2,10 @@
 
 from __future__ import annotations
 
+import re
+
+from hypothesis import given
+from hypothesis import strategies as st
 from pydantic_ai.messages import ModelMessage, ModelResponse, ToolCallPart
 
 from mementograph.knowledge_graph.memory import Fact, critical_facts, fact_present, fact_retention, render_block
@@ -171,3 +175,17 @@ def test_a_fact_cut_from_a_long_line_is_found_in_that_line() -> None:
     rendered = render_block([bash('./runtests.py', 'c1'), observation('c1', f'{line}\n', 1)])
     (fact,) = (f for f in critical_facts(rendered) if line.startswith(f.text) and f.text != line)
     assert fact.text.endswith('.') and fact_present(fact, f'RESULT: failed\n{line}')
+
+
+_WORDY = st.text(alphabet=st.sampled_from('ab_1 .-/éß²\n'), max_size=12)
+
+
+@given(fact=_WORDY.filter(bool), before=_WORDY, after=_WORDY, noise=_WORDY)
+def test_presence_agrees_with_the_word_boundary_pattern(fact: str, before: str, after: str, noise: str) -> None:
+    # the definition `fact_present` implements without a regex (a look-behind is tried at every position)
+    start = r'(?<!\w)' if fact[:1].isalnum() or fact[:1] == '_' else ''
+    end = r'(?!\w)' if fact[-1:].isalnum() or fact[-1:] == '_' else ''
+    pattern = re.compile(start + re.escape(fact) + end)
+    for text in (before + fact + after, noise + before + fact + fact + after, noise):
+        expected = pattern.search(text) is not None
+        assert fact_present(Fact(fact, 'value'), text) is expected, (fact, text)

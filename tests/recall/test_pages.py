@@ -8,7 +8,7 @@ import pytest
 
 from mementograph._tokens import TokenCounter
 from mementograph.eval import IngestedDialogue
-from mementograph.knowledge_graph import DEFAULT_NAMESPACE, Eviction, page_id_for
+from mementograph.knowledge_graph import DEFAULT_NAMESPACE, Eviction, Mention, page_id_for
 from mementograph.knowledge_graph.recall import (
     AmbiguousPageError,
     PagePolicy,
@@ -22,14 +22,19 @@ from mementograph.knowledge_graph.store import GraphStore, open_store
 POLICY = PagePolicy(blocks_per_page=2, group_size=2, meta_after=3, topics=3)
 
 
-def evict_one_by_one(store: GraphStore, ingested: IngestedDialogue, policy: PagePolicy) -> list[str]:
-    """Write the dialogue's blocks one eviction each (as a live session would), returning the index after each."""
+def evict_one_by_one(
+    store: GraphStore, ingested: IngestedDialogue, policy: PagePolicy, *, remember: bool = False
+) -> list[str]:
+    """Write the dialogue's blocks one eviction each (as a live session would), returning the index after each;
+    with `remember`, the earlier blocks' mentions are passed as the compactor passes them."""
     indexes: list[str] = []
+    earlier: dict[str, tuple[Mention, ...]] = {}
     for eviction in ingested.evictions:
         for block in eviction.blocks:
             mementos = tuple(m for m in eviction.mementos if block.id in m.summarizes)
             sources = {block.id, *(m.id for m in mementos)}
             mentions = tuple(m for m in eviction.mentions if m.source_id in sources)
+            earlier[block.id] = tuple(m for m in mentions if m.source_id == block.id)  # as the compactor does
             pages = pages_for_eviction(
                 store,
                 session_id=eviction.session_id,
@@ -37,6 +42,7 @@ def evict_one_by_one(store: GraphStore, ingested: IngestedDialogue, policy: Page
                 mementos=mementos,
                 mentions=mentions,
                 policy=policy,
+                earlier_mentions=earlier if remember else None,
             )
             store.write_eviction(
                 Eviction(
@@ -80,6 +86,14 @@ def test_same_evictions_give_the_same_pages(ingested: IngestedDialogue) -> None:
     first, second = open_store('memory://'), open_store('memory://')
     assert evict_one_by_one(first, ingested, POLICY) == evict_one_by_one(second, ingested, POLICY)
     assert first.list_pages(session_id='conv-1') == second.list_pages(session_id='conv-1')
+
+
+def test_pages_closed_over_remembered_mentions_equal_pages_read_from_the_store(ingested: IngestedDialogue) -> None:
+    read, remembered = open_store('memory://'), open_store('memory://')
+    assert evict_one_by_one(read, ingested, POLICY) == evict_one_by_one(remembered, ingested, POLICY, remember=True)
+    pages = remembered.list_pages(session_id='conv-1')
+    assert len([p for p in pages if p.summary]) >= 2 and all(p.topics for p in pages if p.summary)
+    assert read.list_pages(session_id='conv-1') == pages
 
 
 def test_retrieve_page_returns_verified_blocks_in_parts(ingested: IngestedDialogue) -> None:

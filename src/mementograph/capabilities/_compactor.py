@@ -65,6 +65,8 @@ MentionExtractor = Callable[[str, str], Sequence[Mention]]
 
 _STUB_OVERHEAD_TOKENS: Final = 40
 """Header tokens a stub adds to its memento text (estimate used only for planning)."""
+_RECENT_MENTIONS_BLOCKS: Final = 64
+"""Blocks whose `MENTIONS` the compactor keeps for the open page (a default page closes at 8 blocks)."""
 _MIN_EVICTABLE_TOKENS: Final = 2 * _STUB_OVERHEAD_TOKENS
 """A complete block smaller than this is left in context: its memento and stub would not be smaller than it."""
 _STUB_MARGIN_TOKENS: Final = 8
@@ -205,6 +207,10 @@ class SessionCompactor:
     _writer: SessionLogWriter | None = field(default=None, init=False, repr=False)
     _redactor: MessageRedactor | None = field(default=None, init=False, repr=False)
     """`redact` with a memo shared by the log writer and `archived`: each message is redacted once."""
+    _recent_mentions: dict[str, tuple[Mention, ...]] = field(
+        default_factory=dict[str, tuple[Mention, ...]], init=False, repr=False
+    )
+    """`MENTIONS` of the blocks evicted lately, so closing a page reads no entities back from the store."""
 
     # -- the live history -----------------------------------------------------------------------------------------
 
@@ -599,6 +605,11 @@ class SessionCompactor:
                     candidates.append((absolute, slots[absolute.start].log_index))
         return candidates
 
+    def _remember_mentions(self, block_id: str, mentions: tuple[Mention, ...]) -> None:
+        self._recent_mentions[block_id] = mentions
+        while len(self._recent_mentions) > _RECENT_MENTIONS_BLOCKS:
+            del self._recent_mentions[next(iter(self._recent_mentions))]
+
     async def _evict(
         self, messages: list[ModelMessage], tokens: int, report: CompactionReport, low_water: int
     ) -> tuple[list[ModelMessage], CompactionReport]:
@@ -683,7 +694,9 @@ class SessionCompactor:
             blocks.append(block)
             mementos.append(memento)
             if self.mentions is not None:
-                mentions.extend(self.mentions(block.id, block.text))
+                block_mentions = tuple(self.mentions(block.id, block.text))
+                self._remember_mentions(block.id, block_mentions)
+                mentions.extend(block_mentions)
                 mentions.extend(self.mentions(memento.id, memento.text))
             stubs[segment.start] = (segment.end, stub)
         if saving < self.policy.min_saving_tokens:
@@ -698,6 +711,7 @@ class SessionCompactor:
             blocks=blocks,
             mementos=mementos,
             mentions=mentions,
+            earlier_mentions=self._recent_mentions,
         )
         compaction = CompactionReport(
             trigger=report.trigger,

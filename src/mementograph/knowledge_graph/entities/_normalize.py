@@ -14,6 +14,7 @@ form the text holds: a path's file name (`models.py` for `django/db/models.py`),
 
 from __future__ import annotations
 
+import functools
 import re
 from typing import Final
 
@@ -455,6 +456,7 @@ def key_class(kind: str) -> str:
     return KEY_CLASSES.get(kind, kind)
 
 
+@functools.lru_cache(maxsize=65_536)  # extraction keys every word of a block; most words recur
 def entity_key(kind: str, name: str) -> str:
     """The key an entity of `kind` written as `name` is stored under (see the module docstring)."""
     cls = key_class(kind)

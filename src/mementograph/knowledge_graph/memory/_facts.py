@@ -70,6 +70,7 @@ What is deliberately not a critical fact, and why
 
 from __future__ import annotations
 
+import functools
 import re
 from collections.abc import Iterable, Iterator
 from dataclasses import dataclass
@@ -526,10 +527,16 @@ def critical_facts(text: str) -> list[Fact]:
     tool output). Text without headers is read as prose (or as output when it starts with `<returncode>`).
     See the module docstring for the definition and for what is deliberately left out.
     """
+    return list(_critical_facts_of(text))
+
+
+@functools.lru_cache(maxsize=64)
+def _critical_facts_of(text: str) -> tuple[Fact, ...]:
+    # one block's text is read by the compressor, the judge and the entity extractor in turn
     collector = _Collector()
     for region in parse_regions(text):
         _region_into(region, collector)
-    return collector.facts
+    return tuple(collector.facts)
 
 
 # --------------------------------------------------------------------------------------------------- presence
@@ -544,12 +551,26 @@ def exit_codes_in(text: str) -> set[int]:
     return codes
 
 
-def _verbatim_pattern(text: str) -> re.Pattern[str]:
-    start = r'(?<![\w])' if text[:1].isalnum() or text[:1] == '_' else ''
+def _is_word_char(char: str) -> bool:
+    return char.isalnum() or char == '_'  # what `re`'s `\w` matches
+
+
+def _verbatim_in(fact_text: str, text: str) -> bool:
+    """Whether `fact_text` occurs in `text` at word boundaries (a word character at either end of the fact must not
+    continue a word of `text`); `str.find`, since a pattern with a look-behind is tried at every position."""
+    bounded_start = _is_word_char(fact_text[:1])
     # a fact of the full length may be a word cut at the limit (`_cut`): it ends where the cut did
-    cut = len(text) >= MAX_FACT_CHARS
-    end = r'(?![\w])' if (text[-1:].isalnum() or text[-1:] == '_') and not cut else ''
-    return re.compile(start + re.escape(text) + end)
+    bounded_end = _is_word_char(fact_text[-1:]) and len(fact_text) < MAX_FACT_CHARS
+    width = len(fact_text)
+    start = text.find(fact_text)
+    while start >= 0:
+        end = start + width
+        if not (bounded_start and start > 0 and _is_word_char(text[start - 1])) and not (
+            bounded_end and end < len(text) and _is_word_char(text[end])
+        ):
+            return True
+        start = text.find(fact_text, start + 1)
+    return False
 
 
 def fact_present(fact: Fact, text: str) -> bool:
@@ -557,9 +578,7 @@ def fact_present(fact: Fact, text: str) -> bool:
     if fact.kind == 'exit_code':
         codes = exit_codes_in(fact.text)
         return bool(codes) and codes <= exit_codes_in(text)
-    if fact.text not in text:
-        return False
-    return _verbatim_pattern(fact.text).search(text) is not None
+    return _verbatim_in(fact.text, text)
 
 
 def missing_facts(facts: Iterable[Fact], memento_text: str) -> list[Fact]:

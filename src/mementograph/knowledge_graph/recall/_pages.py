@@ -18,7 +18,7 @@ from __future__ import annotations
 
 import re
 from collections import Counter
-from collections.abc import Sequence
+from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 from typing import Final
 
@@ -117,6 +117,7 @@ def pages_for_eviction(
     mentions: Sequence[Mention],
     namespace: str = DEFAULT_NAMESPACE,
     policy: PagePolicy | None = None,
+    earlier_mentions: Mapping[str, Sequence[Mention]] | None = None,
 ) -> tuple[PageRecord, ...]:
     """The page records to write in the same `Eviction` as `blocks`: the open page extended with them, closed (and
     a new one opened) whenever it fills up.
@@ -129,6 +130,8 @@ def pages_for_eviction(
         mentions: this eviction's `MENTIONS` (of blocks and mementos).
         namespace: the session's namespace.
         policy: page size and index shape.
+        earlier_mentions: `MENTIONS` of earlier blocks by block id, as the caller still holds them: a page closing
+            over them reads no entities back from the store (which would first index every pending mention).
     """
     policy = policy or PagePolicy()
     blocks = [block for block in blocks if block.kind == 'block']
@@ -138,6 +141,9 @@ def pages_for_eviction(
     entities_of: dict[str, list[tuple[str, str, int]]] = {}
     for mention in mentions:
         entities_of.setdefault(mention.source_id, []).append((mention.entity.key, mention.entity.name, mention.count))
+    for block_id, earlier in (earlier_mentions or {}).items():
+        if block_id not in entities_of:
+            entities_of[block_id] = [(m.entity.key, m.entity.name, m.count) for m in earlier]
     pages = store.list_pages(namespace=namespace, session_id=session_id)
     # A retried eviction whose first attempt committed (its caller never heard back) holds blocks already paged:
     # listing them again would put them on two pages, or twice and out of order on the open one.
