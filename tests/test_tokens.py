@@ -57,3 +57,26 @@ def test_a_growing_history_is_counted_once_per_message() -> None:
     history.append(ModelRequest(parts=[UserPromptPart('one more')]))
     assert counter.count_messages(history) > first
     assert len(tokenized) == 4 and 'one more' in tokenized[-1]  # only the new message was tokenized
+
+
+def test_the_advice_works_for_the_capability_offline(tmp_path: Path) -> None:
+    """`MEMENTOGRAPH_ENCODING=estimate`, as the error advises, is what `MementoCompaction` counts with too."""
+    env = {**os.environ, 'TIKTOKEN_CACHE_DIR': str(tmp_path), 'MEMENTOGRAPH_ENCODING': 'estimate'}
+    code = (
+        'import asyncio\n'
+        'from mementograph import MementoCompaction, open_store\n'
+        'from tests.scripted import ScriptedModel, scripted_agent\n'
+        "store = open_store('memory://')\n"
+        "capability = MementoCompaction(store, max_tokens=1_500, session_id='s')\n"
+        "asyncio.run(scripted_agent(ScriptedModel(steps=8), [capability]).run('Fix the modules.'))\n"
+        "print(len(store.list_blocks(session_id='s')))\n"
+    )
+    done = subprocess.run(
+        [sys.executable, '-W', 'error::UserWarning', '-c', code],
+        env={**env, 'PYTHONPATH': str(Path(__file__).parents[1])},
+        capture_output=True,
+        text=True,
+        timeout=120,
+    )
+    assert done.returncode == 0, done.stderr[-2000:]
+    assert int(done.stdout.strip()) > 0  # it compacted, counting with the estimator

@@ -36,10 +36,14 @@ class TokenizerUnavailableError(RuntimeError):
 
 
 def encoding_for_model(model_name: str | None) -> str:
-    """The tiktoken encoding for a model name; `o200k_base` for everything not known to differ.
+    """The tiktoken encoding for a model name; `o200k_base` for everything not known to differ, and
+    `$MEMENTOGRAPH_ENCODING` whenever it is set (the user's choice, e.g. `estimate` offline, wins).
 
     Non-OpenAI models have no public tiktoken encoding; `o200k_base` is a close, documented stand-in.
     """
+    chosen = os.environ.get('MEMENTOGRAPH_ENCODING')
+    if chosen:
+        return chosen
     if model_name:
         name = model_name.split(':', 1)[-1].lower()
         for prefix, encoding in _MODEL_ENCODINGS:

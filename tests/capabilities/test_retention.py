@@ -1,12 +1,14 @@
 """Retention: `permanent` keeps the archive, `run` deletes the session when the run ends (also on failure or
-cancellation), `none` never opens the configured store. Proved on a real SQLite file (SQL) and Neo4j (Cypher)."""
+cancellation), `none` never opens the configured store. Proved on a real SQLite file (SQL) and on the shared Neo4j
+server (Cypher through the driver), both read behind the store's back."""
 
 from __future__ import annotations
 
 import asyncio
 import sqlite3
 import warnings
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator
+from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
@@ -14,10 +16,11 @@ import pytest
 from pydantic_ai import Agent
 from pydantic_ai.messages import ModelMessage
 
-from mementograph import MementoCompaction, MementoWarning, open_store, redact_secrets
+from mementograph import DEFAULT_NAMESPACE, MementoCompaction, MementoWarning, open_store, redact_secrets
 from mementograph.knowledge_graph.store import GraphStore
 from mementograph.knowledge_graph.store._neo4j import Neo4jStore
 from tests.capabilities.probe import ProbeModel, own_pointer, probe_agent, tool_returns
+from tests.conftest import neo4j_uri_with_auth
 
 
 def sqlite_rows(path: Path) -> dict[str, int]:
@@ -44,6 +47,65 @@ def neo4j_nodes(store: GraphStore, namespace: str) -> int:
         database_=store._database,  # type: ignore[attr-defined]
     )
     return int(records[0]['n'])
+
+
+_TABLES = {
+    'Session': 'sessions',
+    'EvictedBlock': 'blocks',
+    'Memento': 'mementos',
+    'Event': 'events',
+    'Page': 'pages',
+    'Entity': 'entities',
+}
+"""The SQLite table that holds what a Neo4j label does."""
+
+
+def neo4j_rows(store: GraphStore, namespace: str) -> dict[str, int]:
+    """Nodes of a namespace per label, named as the SQLite tables are (any other label under its own name); counted
+    with the driver behind the store's back."""
+    records, _, _ = store._driver.execute_query(  # type: ignore[attr-defined]
+        'MATCH (n) WHERE n.namespace = $namespace UNWIND labels(n) AS label RETURN label, count(*) AS n',
+        namespace=namespace,
+        database_=store._database,  # type: ignore[attr-defined]
+    )
+    rows = dict.fromkeys(_TABLES.values(), 0)
+    for record in records:
+        name = _TABLES.get(record['label'], record['label'])
+        rows[name] = rows.get(name, 0) + int(record['n'])
+    return rows
+
+
+@dataclass(frozen=True)
+class Archive:
+    """A real store for one test: the URI a capability opens, the namespace it archives in, and what that holds
+    (SQLite: rows per table of the file; Neo4j: nodes of the namespace per label), read behind the store's back."""
+
+    uri: str
+    namespace: str
+    rows: Callable[[], dict[str, int]]
+
+    def total(self) -> int:
+        return sum(self.rows().values())
+
+    def assert_empty(self) -> None:
+        rows = self.rows()
+        assert set(rows) >= {'sessions', 'blocks', 'mementos', 'events', 'pages', 'entities'}, rows
+        assert rows == dict.fromkeys(rows, 0)
+
+
+@pytest.fixture(params=['sqlite', pytest.param('neo4j', marks=pytest.mark.neo4j)])
+def archive(request: pytest.FixtureRequest, db: Path, unique_namespace: str) -> Iterator[Archive]:
+    """A SQLite file (the default namespace), or a fresh namespace of the shared Neo4j server (removed after)."""
+    if request.param == 'sqlite':
+        yield Archive(f'sqlite://{db}', DEFAULT_NAMESPACE, lambda: sqlite_rows(db))
+        return
+    uri = neo4j_uri_with_auth(request.getfixturevalue('neo4j_server'))
+    observer: Neo4jStore = request.getfixturevalue('neo4j_store')
+    try:
+        yield Archive(uri, unique_namespace, lambda: neo4j_rows(observer, unique_namespace))
+    finally:
+        for session in observer.list_sessions(namespace=unique_namespace):
+            observer.delete_session(session.id, namespace=unique_namespace)
 
 
 class Recorder:
@@ -110,42 +172,55 @@ async def test_run_retention_deletes_the_session_when_the_run_ends_neo4j(
         store.delete_session('scratch', namespace=unique_namespace)
 
 
-async def test_run_retention_deletes_also_when_the_run_fails(db: Path) -> None:
+async def test_run_retention_deletes_also_when_the_run_fails(archive: Archive) -> None:
     model = ProbeModel('FAILING', fail_at=8)  # after 8 reads: blocks were archived by then
-    capability = MementoCompaction(f'sqlite://{db}', max_tokens=2_500, session_id='scratch', retention='run')
-    with pytest.raises(RuntimeError, match='model provider down'):
-        await probe_agent(model, [capability]).run('Read every module.')
-    assert any('recover_block("blk_' in str(m) for m in model.seen[-1])  # evictions did happen
-    rows = sqlite_rows(db)
-    assert rows == dict.fromkeys(rows, 0)
+    capability = MementoCompaction(
+        archive.uri, max_tokens=2_500, namespace=archive.namespace, session_id='scratch', retention='run'
+    )
+    try:
+        with pytest.raises(RuntimeError, match='model provider down'):
+            await probe_agent(model, [capability]).run('Read every module.')
+        assert any('recover_block("blk_' in str(m) for m in model.seen[-1])  # evictions did happen
+        archive.assert_empty()
+    finally:
+        capability.graph_store.close()
 
 
-async def test_run_retention_deletes_also_when_the_run_is_cancelled(db: Path) -> None:
+async def test_run_retention_deletes_also_when_the_run_is_cancelled(archive: Archive) -> None:
     model = ProbeModel('CANCELLED', hang_at=8)
-    capability = MementoCompaction(f'sqlite://{db}', max_tokens=2_500, session_id='scratch', retention='run')
-    task = asyncio.create_task(probe_agent(model, [capability]).run('Read every module.'))
-    await asyncio.wait_for(model.hanging.wait(), timeout=120)
-    assert sum(sqlite_rows(db).values()) > 0
-    task.cancel()
-    with pytest.raises(asyncio.CancelledError):
-        await task
-    rows = sqlite_rows(db)
-    assert rows == dict.fromkeys(rows, 0)
+    capability = MementoCompaction(
+        archive.uri, max_tokens=2_500, namespace=archive.namespace, session_id='scratch', retention='run'
+    )
+    try:
+        task = asyncio.create_task(probe_agent(model, [capability]).run('Read every module.'))
+        await asyncio.wait_for(model.hanging.wait(), timeout=120)
+        during = archive.rows()
+        assert during['blocks'] > 0 and during['sessions'] == 1  # the run was archiving
+        task.cancel()
+        with pytest.raises(asyncio.CancelledError):
+            await task
+        archive.assert_empty()
+    finally:
+        capability.graph_store.close()
 
 
-async def test_a_session_continued_with_run_retention_starts_fresh(db: Path) -> None:
-    capability = MementoCompaction(f'sqlite://{db}', max_tokens=2_500, session_id='again', retention='run')
-    first = await probe_agent(ProbeModel('FIRSTRUN'), [capability]).run('Read every module.')
-    assert any('recover_block("blk_' in str(m) for m in first.all_messages())
+async def test_a_session_continued_with_run_retention_starts_fresh(archive: Archive) -> None:
+    capability = MementoCompaction(
+        archive.uri, max_tokens=2_500, namespace=archive.namespace, session_id='again', retention='run'
+    )
+    try:
+        first = await probe_agent(ProbeModel('FIRSTRUN'), [capability]).run('Read every module.')
+        assert any('recover_block("blk_' in str(m) for m in first.all_messages())
 
-    model = ProbeModel('SECONDRUN', probes=[('recover_block', own_pointer)])
-    second = await probe_agent(model, [capability]).run('And again.', message_history=first.all_messages())
+        model = ProbeModel('SECONDRUN', probes=[('recover_block', own_pointer)])
+        second = await probe_agent(model, [capability]).run('And again.', message_history=first.all_messages())
+    finally:
+        capability.graph_store.close()
 
     [old] = tool_returns(model, 'recover_block')  # the first stub in context is the first run's
     assert old.startswith('No archived block')
     assert second.output == 'SECONDRUN: all 8 modules read.'
-    rows = sqlite_rows(db)
-    assert rows == dict.fromkeys(rows, 0)
+    archive.assert_empty()
 
 
 async def test_none_retention_never_creates_the_configured_store(tmp_path: Path) -> None:
@@ -167,25 +242,32 @@ async def test_none_retention_never_creates_the_configured_store(tmp_path: Path)
     assert not path.parent.exists()
 
 
-async def test_none_retention_writes_nothing_to_an_open_store(db: Path) -> None:
-    store = open_store(f'sqlite://{db}')
-    recorder = Recorder(lambda: sum(sqlite_rows(db).values()))
+async def test_none_retention_writes_nothing_to_an_open_store(archive: Archive) -> None:
+    store = open_store(archive.uri)
+    recorder = Recorder(archive.total)
     model = ProbeModel('UNWRITTEN', probes=[('recover_block', recorder)])
-    capability = MementoCompaction(store, max_tokens=2_500, session_id='s', retention='none', redact=redact_secrets)
-    await probe_agent(model, [capability]).run('Read every module.')
-    store.close()
+    capability = MementoCompaction(
+        store, max_tokens=2_500, namespace=archive.namespace, session_id='s', retention='none', redact=redact_secrets
+    )
+    try:
+        await probe_agent(model, [capability]).run('Read every module.')
+    finally:
+        store.close()
 
     assert 'sha256 verified' in tool_returns(model, 'recover_block')[0]
     assert recorder.during == [0]
-    rows = sqlite_rows(db)
-    assert rows == dict.fromkeys(rows, 0)
+    archive.assert_empty()
 
 
-async def test_permanent_retention_keeps_the_session(db: Path) -> None:
-    capability = MementoCompaction(f'sqlite://{db}', max_tokens=2_500, session_id='kept')
-    await probe_agent(ProbeModel('KEPT'), [capability]).run('Read every module.')
-    rows = sqlite_rows(db)
+async def test_permanent_retention_keeps_the_session(archive: Archive) -> None:
+    capability = MementoCompaction(archive.uri, max_tokens=2_500, namespace=archive.namespace, session_id='kept')
+    try:
+        await probe_agent(ProbeModel('KEPT'), [capability]).run('Read every module.')
+    finally:
+        capability.graph_store.close()
+    rows = archive.rows()
     assert rows['blocks'] > 0 and rows['events'] > 0 and rows['sessions'] == 1
+    assert rows['mementos'] > 0 and rows['pages'] > 0
 
 
 async def test_run_retention_refuses_to_archive_as_a_harness_tier(db: Path) -> None:

@@ -80,3 +80,34 @@ async def test_a_harness_tier_logs_each_run_of_its_session(store: GraphStore) ->
     blocks = store.list_blocks(session_id='s')
     assert blocks and len({b.first_message for b in blocks}) == len(blocks)
     assert verify_store(store, session_id='s').ok
+
+
+async def _resume_after_a_crash_on_the_first_request(store: GraphStore, max_tokens: int) -> list[ModelMessage]:
+    """The model fails on the run's first request (the log holds only it); a run resumes from the log, another
+    goes on from that. Returns the last run's whole history."""
+
+    class Down(ScriptedModel):
+        def __call__(self, messages: list[ModelMessage], info: object) -> object:  # type: ignore[override]
+            raise RuntimeError('model down')
+
+    capability = MementoCompaction(store, max_tokens=max_tokens, session_id='s')
+    with pytest.raises(RuntimeError, match='model down'):
+        await scripted_agent(Down(), [capability]).run('Task A.')
+    assert [message_text(m) for m in logged(store)] == ['Task A.']
+    resumed = await scripted_agent(ScriptedModel(steps=6), [capability]).run(None, message_history=logged(store))
+    more = await scripted_agent(ScriptedModel(steps=6), [capability]).run(
+        'Go on.', message_history=resumed.all_messages()
+    )
+    assert verify_store(store, session_id='s').ok
+    return more.all_messages()
+
+
+async def test_a_run_resumed_from_its_only_logged_request_goes_on_in_place(store: GraphStore) -> None:
+    """A crash right after the first request was logged leaves the log holding only it; the run resumed from it
+    sends a re-created copy (a new timestamp), which later runs carry on: each continues the log in place."""
+    history = await _resume_after_a_crash_on_the_first_request(store, 100_000)
+    texts = [message_text(m) for m in logged(store)]
+    assert texts == [message_text(m) for m in history]  # nothing logged twice: the copy took the logged place
+    compacted = open_store('memory://')
+    await _resume_after_a_crash_on_the_first_request(compacted, 1_500)  # later histories open with stubs
+    assert compacted.list_blocks(session_id='s') and [message_text(m) for m in logged(compacted)] == texts

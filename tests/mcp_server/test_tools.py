@@ -1,4 +1,5 @@
-"""The six MCP tools through the SDK's own client (in-process), checked against a real SQLite memory file."""
+"""The six MCP tools through the SDK's own client (in-process), checked against a real SQLite memory file; the
+namespace and session scope also against the shared Neo4j server."""
 
 from __future__ import annotations
 
@@ -8,7 +9,10 @@ import logging
 import re
 import threading
 import time
-from collections.abc import Sequence
+import uuid
+from collections.abc import Iterator, Sequence
+from dataclasses import dataclass
+from datetime import UTC, datetime, timedelta
 from pathlib import Path
 from typing import Any
 
@@ -18,11 +22,12 @@ from pydantic_ai.embeddings import EmbeddingResult, EmbeddingSettings
 from pydantic_ai.embeddings.result import EmbedInputType
 from pydantic_ai.messages import ModelMessagesTypeAdapter
 
-from mementograph.eval import DialogueIngestor
+from mementograph.eval import Dialogue, DialogueIngestor, IngestedDialogue, Segment, Turn
 from mementograph.knowledge_graph.dense import BackgroundSync, DenseIndex
 from mementograph.knowledge_graph.store import GraphStore, open_store
 from mementograph.mcp import MemoryTools, _server, create_server
 from tests.builders import HashedWords
+from tests.conftest import neo4j_uri_with_auth
 from tests.recall.conftest import small_dialogue
 
 from ._client import TOOLS, error, in_process, ok, texts
@@ -35,6 +40,99 @@ def _block_ids(text: str) -> set[str]:
 
 def _memento_ids(text: str) -> set[str]:
     return set(re.findall(r'mem_[0-9a-f]+', text))
+
+
+MARKER = 'wobbegong'
+"""A word only session `marked` of the other namespace says: recall in any other scope must never answer it."""
+
+
+def marked_dialogue(session_id: str) -> Dialogue:
+    """A short chat that keeps naming `MARKER` (and nothing of the small dialogue's topics)."""
+    start = datetime(2023, 7, 3, 18, 0, tzinfo=UTC)
+    lines = [
+        ('user', f'Dana: The aquarium in Monterey got a {MARKER} shark, it hides flat on the sand all day.'),
+        ('assistant', f'Eli: A {MARKER}? Those carpet sharks have tassels around the mouth, right?'),
+        ('user', f'Dana: Yes, the {MARKER} uses them as camouflage and waits for fish to swim past.'),
+        ('assistant', f'Eli: I would love to sketch the {MARKER} before the tank gets crowded on weekends.'),
+        ('user', f'Dana: The keeper said the {MARKER} eats twice a week, on Tuesdays and Fridays.'),
+        ('assistant', f'Eli: Then Friday it is: we watch the {MARKER} feeding and sketch it afterwards.'),
+    ]
+    turns = tuple(
+        Turn(f'M:{i}', role, text, start + timedelta(minutes=i))  # type: ignore[arg-type]
+        for i, (role, text) in enumerate(lines)
+    )
+    return Dialogue(session_id, (Segment('M', turns),))
+
+
+@dataclass(frozen=True)
+class ScopedMemory:
+    """The small dialogue archived as sessions `conv-1` and `conv-2` of `namespace`, again as `conv-1` of
+    `other_namespace` (same session id, another namespace), which also holds session `marked` (`MARKER`)."""
+
+    backend: str
+    uri: str
+    namespace: str
+    other_namespace: str
+    empty_namespace: str
+    """Holds nothing."""
+    default: dict[str, IngestedDialogue]
+    other: IngestedDialogue
+    marked: IngestedDialogue
+
+    @property
+    def anchor(self) -> str:
+        """What a query pattern needs to stay in its namespace: nothing on the embedded store (its view holds one
+        namespace); on Neo4j, whose database holds them all, `{namespace: $namespace}` or the query is refused."""
+        return '' if self.backend == 'sqlite' else ' {namespace: $namespace}'
+
+
+async def _ingest_scoped(
+    uri: str, backend: str, namespace: str, other_namespace: str, empty_namespace: str
+) -> ScopedMemory:
+    store = open_store(uri)
+    try:
+        default = {
+            sid: await DialogueIngestor(min_tokens=40, namespace=namespace, page_policy=PAGES).ingest(
+                store, small_dialogue(sid)
+            )
+            for sid in ('conv-1', 'conv-2')
+        }
+        ingestor = DialogueIngestor(min_tokens=40, namespace=other_namespace, page_policy=PAGES)
+        other = await ingestor.ingest(store, small_dialogue('conv-1'))
+        marked = await ingestor.ingest(store, marked_dialogue('marked'))
+    finally:
+        store.close()
+    return ScopedMemory(backend, uri, namespace, other_namespace, empty_namespace, default, other, marked)
+
+
+@pytest.fixture(scope='module', params=['sqlite', pytest.param('neo4j', marks=pytest.mark.neo4j)])
+def scoped(request: pytest.FixtureRequest, tmp_path_factory: pytest.TempPathFactory) -> Iterator[ScopedMemory]:
+    """Read-only for every test: on a SQLite file (namespaces `default`, `other`, `empty`), or in three fresh
+    namespaces of the shared Neo4j server (removed afterwards)."""
+    if request.param == 'sqlite':
+        uri = f'sqlite://{tmp_path_factory.mktemp("mcp-scope") / "memory.db"}'
+        namespaces = ('default', 'other', 'empty')
+    else:
+        uri = neo4j_uri_with_auth(request.getfixturevalue('neo4j_server'))
+        prefix = f'test-{uuid.uuid4().hex[:12]}'
+        namespaces = (prefix, f'{prefix}-other', f'{prefix}-empty')
+    try:
+        yield asyncio.run(_ingest_scoped(uri, request.param, *namespaces))
+    finally:
+        if request.param == 'neo4j':
+            store = open_store(uri)
+            try:
+                for namespace in namespaces:
+                    for session in store.list_sessions(namespace=namespace):
+                        store.delete_session(session.id, namespace=namespace)
+            finally:
+                store.close()
+
+
+def _scope_ids(store: GraphStore, namespace: str, session_id: str | None = None) -> set[str]:
+    """The ids of every block and memento archived in a scope (what `recall` may name)."""
+    blocks = {b.id for b in store.list_blocks(namespace=namespace, session_id=session_id)}
+    return blocks | {m.id for m in store.list_mementos(namespace=namespace, session_id=session_id)}
 
 
 async def test_six_read_only_tools(memory_file: MemoryFile) -> None:
@@ -109,40 +207,50 @@ async def test_long_answers_come_in_parts_that_concatenate(
         assert 0 < len(rows['rows']) < rows['row_count'] and 'showing' in rows['note']
 
 
-async def test_namespace_and_session_scope(memory_file: MemoryFile) -> None:
-    conv1 = memory_file.default['conv-1'].evictions[0].blocks[0].id
-    conv2 = memory_file.default['conv-2'].evictions[0].blocks[0].id
-    other = memory_file.other.evictions[0].blocks[0].id
-    assert len({conv1, conv2, other}) == 3
-    async with in_process(memory_file.uri) as client:
+async def test_namespace_and_session_scope(scoped: ScopedMemory) -> None:
+    conv1 = scoped.default['conv-1'].evictions[0].blocks[0].id
+    conv2 = scoped.default['conv-2'].evictions[0].blocks[0].id
+    other = scoped.other.evictions[0].blocks[0].id
+    marked = scoped.marked.evictions[0].blocks[0].id
+    conv2_memento = next(b.memento_id for b in scoped.default['conv-2'].blocks if b.memento_id)
+    assert len({conv1, conv2, other, marked}) == 4
+    async with in_process(scoped.uri, namespace=scoped.namespace) as client:
         assert ok(await client.call_tool('recover_block', {'block_id': conv2}))
-        assert 'No archived block' in error(await client.call_tool('recover_block', {'block_id': other}))
-    async with in_process(memory_file.uri, session_id='conv-1') as client:
+        assert ok(await client.call_tool('recover_block', {'block_id': conv2_memento}))
+        for foreign in (other, marked):
+            assert 'No archived block' in error(await client.call_tool('recover_block', {'block_id': foreign}))
+    async with in_process(scoped.uri, namespace=scoped.namespace, session_id='conv-1') as client:
         assert ok(await client.call_tool('recover_block', {'block_id': conv1}))
         message = error(await client.call_tool('recover_block', {'block_id': conv2}))
         assert 'No archived block' in message and "session 'conv-1'" in message
+        # nor through a memento of the other session (it would recover all its blocks)
+        assert 'No archived block' in error(await client.call_tool('recover_block', {'block_id': conv2_memento}))
         refused = error(await client.call_tool('recover_block', {'block_id': conv2, 'session_id': 'conv-2'}))
         assert "serves session 'conv-1' only" in refused
         listing = ok(await client.call_tool('list_pages', {}))
         assert 'session conv-1 (3 pages)' in listing and 'conv-2' not in listing
-    async with in_process(memory_file.uri, namespace='other') as client:
+    async with in_process(scoped.uri, namespace=scoped.other_namespace) as client:
         assert json.loads(texts(await client.call_tool('recover_block', {'block_id': other}))[1])['blocks']
+        assert json.loads(texts(await client.call_tool('recover_block', {'block_id': marked}))[1])['blocks']
         assert 'No archived block' in error(await client.call_tool('recover_block', {'block_id': conv1}))
         assert 'No archived block' in error(await client.call_tool('recover_block', {'block_id': 'blk_nope'}))
 
 
-async def test_list_pages_and_retrieve_page(memory_file: MemoryFile) -> None:
-    store = open_store(memory_file.uri)
-    default_pages = store.list_pages(session_id=None)
-    other_pages = store.list_pages(namespace='other')
+async def test_list_pages_and_retrieve_page(scoped: ScopedMemory) -> None:
+    store = open_store(scoped.uri)
+    default_pages = store.list_pages(namespace=scoped.namespace, session_id=None)
+    other_pages = store.list_pages(namespace=scoped.other_namespace)
     store.close()
-    assert default_pages and other_pages
-    async with in_process(memory_file.uri) as client:
+    conv1_pages = [p for p in default_pages if p.session_id == 'conv-1']
+    conv2_pages = [p for p in default_pages if p.session_id == 'conv-2']
+    assert conv1_pages and conv2_pages and other_pages
+    assert {p.session_id for p in other_pages} == {'conv-1', 'marked'}
+    async with in_process(scoped.uri, namespace=scoped.namespace) as client:
         listing = ok(await client.call_tool('list_pages', {}))
         assert all(page.id in listing for page in default_pages)
         assert not any(page.id in listing for page in other_pages)
-        assert 'session conv-1' in listing and 'session conv-2' in listing
-        page = next(p for p in default_pages if p.session_id == 'conv-2' and p.number == 2)
+        assert 'session conv-1' in listing and 'session conv-2' in listing and 'marked' not in listing
+        page = next(p for p in conv2_pages if p.number == 2)
         text = ok(await client.call_tool('retrieve_page', {'page_id': page.id}))
         assert text.startswith(f'[page 2 {page.id}')
         assert _block_ids(text) == set(page.block_ids)
@@ -150,57 +258,123 @@ async def test_list_pages_and_retrieve_page(memory_file: MemoryFile) -> None:
         assert 'conv-1, conv-2' in ambiguous and 'page id' in ambiguous
         by_number = ok(await client.call_tool('retrieve_page', {'page_id': '2', 'session_id': 'conv-2'}))
         assert by_number == text
-        assert 'No page' in error(await client.call_tool('retrieve_page', {'page_id': other_pages[0].id}))
+        for foreign in other_pages:
+            assert 'No page' in error(await client.call_tool('retrieve_page', {'page_id': foreign.id}))
         assert 'No page' in error(await client.call_tool('retrieve_page', {'page_id': 'pg_missing'}))
-    async with in_process(memory_file.uri, session_id='conv-1') as client:
+    async with in_process(scoped.uri, namespace=scoped.namespace, session_id='conv-1') as client:
         text = ok(await client.call_tool('retrieve_page', {'page_id': '2'}))
         assert text.startswith('[page 2 pg_') and page.id not in text
-    async with in_process(memory_file.uri, namespace='empty') as client:
+        listing = ok(await client.call_tool('list_pages', {}))
+        assert all(p.id in listing for p in conv1_pages)
+        assert not any(p.id in listing for p in conv2_pages + other_pages)
+        for foreign in conv2_pages:  # a page id of another session of the namespace
+            message = error(await client.call_tool('retrieve_page', {'page_id': foreign.id}))
+            assert 'No page' in message and "session 'conv-1'" in message
+    async with in_process(scoped.uri, namespace=scoped.other_namespace) as client:
+        listing = ok(await client.call_tool('list_pages', {}))
+        assert all(p.id in listing for p in other_pages)  # positive control: the ids are listed in their own scope
+        assert not any(p.id in listing for p in default_pages)
+        assert 'No page' in error(await client.call_tool('retrieve_page', {'page_id': page.id}))
+    async with in_process(scoped.uri, namespace=scoped.empty_namespace) as client:
         assert 'No pages archived yet' in ok(await client.call_tool('list_pages', {}))
 
 
-async def test_query_memory_reads_and_refuses_writes(memory_file: MemoryFile) -> None:
-    cypher = 'MATCH (b:EvictedBlock) WHERE b.session_id = $session_id RETURN b.id AS id ORDER BY id'
-    store = open_store(memory_file.uri)
-    expected = store.query(cypher, session_id='conv-2')
+async def test_recall_answers_from_its_own_scope_only(scoped: ScopedMemory) -> None:
+    store = open_store(scoped.uri)
+    mine = _scope_ids(store, scoped.namespace)
+    conv1 = _scope_ids(store, scoped.namespace, 'conv-1')
+    theirs = _scope_ids(store, scoped.other_namespace)
+    marked = _scope_ids(store, scoped.other_namespace, 'marked')
     store.close()
-    assert expected
-    async with in_process(memory_file.uri) as client:
+    assert conv1 < mine and marked < theirs and not mine & theirs
+    # positive control: the marker word is found where it was archived
+    async with in_process(scoped.uri, namespace=scoped.other_namespace) as client:
+        found = ok(await client.call_tool('recall', {'query': MARKER, 'k': 20}))
+    assert found.startswith('1. recover_block(') and MARKER in found.lower()
+    hits = _block_ids(found) | _memento_ids(found)
+    assert hits and hits <= marked
+    async with in_process(scoped.uri, namespace=scoped.namespace) as client:
+        missed = ok(await client.call_tool('recall', {'query': MARKER, 'k': 20}))
+        assert missed == f'Nothing archived matches {MARKER!r}.'  # the query echoed, and nothing else
+        # both namespaces archived the same dialogue: every hit is still this namespace's own
+        shared = ok(await client.call_tool('recall', {'query': 'adoption agencies camping Boston', 'k': 20}))
+        hits = _block_ids(shared) | _memento_ids(shared)
+        assert hits and hits <= mine
+    async with in_process(scoped.uri, namespace=scoped.namespace, session_id='conv-1') as client:
+        pinned = ok(await client.call_tool('recall', {'query': 'adoption agencies camping Boston', 'k': 20}))
+        hits = _block_ids(pinned) | _memento_ids(pinned)
+        assert hits and hits <= conv1  # conv-2 holds the same words: none of its blocks is named
+        refused = error(await client.call_tool('recall', {'query': 'camping', 'session_id': 'conv-2'}))
+        assert "serves session 'conv-1' only" in refused
+        assert ok(await client.call_tool('recall', {'query': MARKER})) == f'Nothing archived matches {MARKER!r}.'
+
+
+async def test_query_memory_reads_and_refuses_writes(scoped: ScopedMemory) -> None:
+    anchor = scoped.anchor
+    cypher = f'MATCH (b:EvictedBlock{anchor}) WHERE b.session_id = $session_id RETURN b.id AS id ORDER BY id'
+    store = open_store(scoped.uri)
+    expected = store.query(cypher, session_id='conv-2', namespace=scoped.namespace)
+    before = (store.stats(namespace=scoped.namespace), store.stats(namespace=scoped.other_namespace))
+    store.close()
+    assert expected and before[0].blocks == 12
+    foreign = {'id': scoped.other.blocks[0].memento_id}
+    by_id = f'MATCH (m:Memento{anchor}) WHERE m.id = $id RETURN m.session_id AS s'
+    async with in_process(scoped.uri, namespace=scoped.other_namespace) as client:  # positive control
+        answer = json.loads(ok(await client.call_tool('query_memory', {'cypher': by_id, 'params': foreign})))
+        assert answer['rows'] == [{'s': 'conv-1'}]
+    async with in_process(scoped.uri, namespace=scoped.namespace) as client:
         answer = json.loads(ok(await client.call_tool('query_memory', {'cypher': cypher, 'session_id': 'conv-2'})))
         assert answer == {'row_count': len(expected), 'rows': expected}
-        with_param = json.loads(
-            ok(
-                await client.call_tool(
-                    'query_memory',
-                    {
-                        'cypher': 'MATCH (m:Memento) WHERE m.id = $id RETURN m.session_id AS s',
-                        'params': {'id': memory_file.other.blocks[0].memento_id},
-                    },
-                )
-            )
-        )
-        assert with_param['rows'] == []  # a memento of namespace `other`: not in this namespace's graph
+        with_param = json.loads(ok(await client.call_tool('query_memory', {'cypher': by_id, 'params': foreign})))
+        assert with_param['rows'] == []  # a memento of the other namespace: not in this namespace's graph
+        unanchored = {'cypher': 'MATCH (m:Memento) WHERE m.id = $id RETURN m.session_id AS s', 'params': foreign}
+        if scoped.backend == 'sqlite':  # the embedded view holds this namespace only
+            assert json.loads(ok(await client.call_tool('query_memory', unanchored)))['rows'] == []
+        else:  # a Neo4j database holds every namespace: a pattern that could leave this one is not sent
+            assert 'can read other namespaces' in error(await client.call_tool('query_memory', unanchored))
         for write in (
             'CREATE (n:Block {id: 1}) RETURN n',
-            'MATCH (b:EvictedBlock) SET b.sha256 = "x" RETURN b',
-            'MATCH (b:EvictedBlock) DETACH DELETE b',
+            f'MATCH (b:EvictedBlock{anchor}) SET b.sha256 = "x" RETURN b',
+            f'MATCH (b:EvictedBlock{anchor}) DETACH DELETE b',
             'MERGE (n:Session {id: "x"}) RETURN n',
         ):
-            assert 'read-only' in error(await client.call_tool('query_memory', {'cypher': write}))
+            assert 'read-only' in error(await client.call_tool('query_memory', {'cypher': write})), write
         assert 'Query failed' in error(await client.call_tool('query_memory', {'cypher': 'MATCH (b RETURN b'}))
         too_many = error(
-            await client.call_tool('query_memory', {'cypher': 'MATCH (e:Entity) RETURN e.key', 'limit': 3})
+            await client.call_tool('query_memory', {'cypher': f'MATCH (e:Entity{anchor}) RETURN e.key', 'limit': 3})
         )
         assert 'Query failed' in too_many and '3' in too_many
         spoofed = error(
             await client.call_tool(
-                'query_memory', {'cypher': 'MATCH (b:EvictedBlock) RETURN b.id', 'params': {'namespace': 'other'}}
+                'query_memory',
+                {
+                    'cypher': f'MATCH (b:EvictedBlock{anchor}) RETURN b.id',
+                    'params': {'namespace': scoped.other_namespace},
+                },
             )
         )
-        assert 'namespace' in spoofed
-    store = open_store(memory_file.uri)
-    assert store.stats(session_id=None).blocks == 12  # nothing was written
+        assert 'namespace' in spoofed and scoped.other.blocks[0].block_id not in spoofed
+    # a server pinned to a session: its own blocks are read, another session's never
+    pinned = (
+        'MATCH (b:EvictedBlock {namespace: $namespace, session_id: $session_id}) WHERE b.id = $id RETURN b.id AS id'
+    )
+    conv1, conv2 = (scoped.default[sid].evictions[0].blocks[0].id for sid in ('conv-1', 'conv-2'))
+    async with in_process(scoped.uri, namespace=scoped.namespace, session_id='conv-1') as client:
+        own = json.loads(ok(await client.call_tool('query_memory', {'cypher': pinned, 'params': {'id': conv1}})))
+        assert own['rows'] == [{'id': conv1}]  # positive control
+        theirs = json.loads(ok(await client.call_tool('query_memory', {'cypher': pinned, 'params': {'id': conv2}})))
+        assert theirs['rows'] == []
+        spoofed = error(
+            await client.call_tool('query_memory', {'cypher': pinned, 'params': {'id': conv2, 'session_id': 'conv-2'}})
+        )
+        assert "'conv-2'" in spoofed and conv2 not in spoofed
+        unpinned = f'MATCH (b:EvictedBlock{anchor}) WHERE b.id = $id RETURN b.id AS id'
+        refused = error(await client.call_tool('query_memory', {'cypher': unpinned, 'params': {'id': conv2}}))
+        assert 'stays in namespace' in refused and "session 'conv-1'" in refused and conv2 not in refused
+    store = open_store(scoped.uri)
+    after = (store.stats(namespace=scoped.namespace), store.stats(namespace=scoped.other_namespace))
     store.close()
+    assert after == before  # nothing was written
 
 
 async def test_stats_match_the_store(memory_file: MemoryFile) -> None:
@@ -412,3 +586,12 @@ def test_the_server_reads_and_embeds_its_scope_before_the_first_recall(tmp_path:
     finally:
         BackgroundSync.stop_all()
         store.close()
+
+
+async def test_a_tokenizer_that_cannot_load_is_a_tool_error_saying_what_to_set(
+    memory_file: MemoryFile, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    monkeypatch.setenv('MEMENTOGRAPH_ENCODING', 'nonsense')  # as unloadable as BPE files out of reach offline
+    async with in_process(memory_file.uri) as client:
+        message = error(await client.call_tool('retrieve_page', {'page_id': '1', 'session_id': 'conv-1'}))
+    assert "unknown tiktoken encoding 'nonsense'" in message and 'estimate' in message

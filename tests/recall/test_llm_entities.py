@@ -2,11 +2,15 @@
 
 from __future__ import annotations
 
+import logging
+
 import pytest
 from pydantic_ai.messages import ModelMessage, ModelResponse, ToolCallPart
 from pydantic_ai.models.function import AgentInfo, FunctionModel
 
+from mementograph import MementoCompaction, open_store
 from mementograph.knowledge_graph.entities import ENTITY_MODEL_ENV, LLMEntityExtractor, llm_extractor_from_env
+from tests.scripted import ScriptedModel, scripted_agent
 
 TEXT = 'Caroline: I went to the support group at the community center and then researched adoption agencies.'
 
@@ -43,3 +47,38 @@ def test_setting(monkeypatch: pytest.MonkeyPatch) -> None:
     monkeypatch.setenv(ENTITY_MODEL_ENV, 'test')
     extractor = llm_extractor_from_env()
     assert extractor is not None and extractor.model == 'test'
+
+
+async def test_a_failing_model_is_reported_once(caplog: pytest.LogCaptureFixture) -> None:
+    def broken(messages: list[ModelMessage], info: AgentInfo) -> ModelResponse:
+        raise RuntimeError('model down')
+
+    extractor = LLMEntityExtractor(FunctionModel(broken))
+    with caplog.at_level(logging.WARNING):
+        await extractor.extract(TEXT)
+        await extractor.extract(TEXT)
+    reports = [r.getMessage() for r in caplog.records if 'LLM entity extractor' in r.getMessage()]
+    assert len(reports) == 1 and 'RuntimeError: model down' in reports[0]
+
+
+async def test_the_capability_links_the_models_entities() -> None:
+    store = open_store('memory://')
+    extractor = LLMEntityExtractor(scripted([('Step 0', 'organisation'), ('Atlantis', 'place')]))
+    capability = MementoCompaction(store, max_tokens=1_500, session_id='s', mentions=extractor.mentions_for)
+    await scripted_agent(ScriptedModel(steps=8), [capability]).run('Fix the modules.')
+    blocks = store.list_blocks(session_id='s')
+    keys = {entity.key for block in blocks for entity, _ in store.entities_of(block.id)}
+    assert 'name:step 0' in keys and 'name:atlantis' not in keys  # the model's, where the text has it
+    assert 'file:src/app/module_0.py' in keys  # the deterministic ones stay
+
+
+async def test_the_setting_reaches_the_capability(
+    monkeypatch: pytest.MonkeyPatch, caplog: pytest.LogCaptureFixture
+) -> None:
+    monkeypatch.setenv(ENTITY_MODEL_ENV, 'nosuch:model')
+    store = open_store('memory://')
+    capability = MementoCompaction(store, max_tokens=1_500, session_id='s')
+    with caplog.at_level(logging.WARNING):
+        await scripted_agent(ScriptedModel(steps=8), [capability]).run('Fix the modules.')
+    assert any('LLM entity extractor (nosuch:model) failed' in r.getMessage() for r in caplog.records)
+    assert store.list_blocks(session_id='s')  # archived all the same, with the deterministic entities

@@ -99,6 +99,21 @@ def _cases(f: Files) -> dict[str, tuple[list[str], list[str]]]:
         'replay-directory': (['replay', str(f / 'directory')], ['directory', 'is a directory']),
         'replay-missing': (['replay', str(f / 'absent.json')], ['absent.json', 'cannot read']),
         'replay-budget': (['replay', '--budget', '0', str(f / 'bad.json')], ['--budget must be a positive']),
+        # eval: malformed benchmark files, named with their position or item
+        'eval-locomo-bad-json': (['eval', 'locomo', str(f / 'bad.json'), '--json'], ['bad.json', 'line 3, column 19']),
+        'eval-longmemeval-garbage': (
+            ['eval', 'longmemeval', str(f / 'garbage.json'), '--json'],
+            ['garbage.json', 'not UTF-8 text (byte 0)'],
+        ),
+        'eval-locomo-wrong-items': (
+            ['eval', 'locomo', str(f / 'orphan.json'), '--json'],
+            ['orphan.json', "sample 0: no field 'conversation'"],
+        ),
+        'eval-longmemeval-not-a-list': (
+            ['eval', 'longmemeval', str(f / 'wrong-shape.json'), '--json'],
+            ['wrong-shape.json', 'expected a JSON list of LongMemEval questions'],
+        ),
+        'eval-locomo-missing': (['eval', 'locomo', str(f / 'absent.json'), '--json'], ['absent.json', 'cannot read']),
         # the store commands on store files that are not stores
         'recall-garbage-store': (['recall', 'KeyError', '--store', f.store('garbage.db')], ['garbage.db', 'corrupt']),
         'recall-truncated-store': (['recall', 'x', '--store', f.store('truncated.db')], ['truncated.db', 'corrupt']),

@@ -58,7 +58,7 @@ from tests.scripted import streaming_model
 
 UNLIMITED = UsageLimits(request_limit=None, tool_calls_limit=None)
 _TAG = re.compile(r'SESSIONTAG_(s\d+)_')
-_POINTER = re.compile(r'recover_block\("([^"]+)"')
+_POINTER = re.compile(r'recover_block\("((?:blk|mem|prt)_[0-9a-f]+)"')
 
 
 @dataclass(frozen=True)
@@ -440,7 +440,7 @@ def check_session(store: GraphStore, namespace: str, run: SessionRun) -> _Sessio
     if missing := set(run.merged) - memento_ids:
         found.problems.append(f'merged mementos not in the store: {sorted(missing)}')
     # recall pointed only at this session's archive; no tool answered with another session's data
-    foreign = set(run.recalled) - memento_ids - {b.id for b in blocks}
+    foreign = set(run.recalled) - memento_ids - {b.id for b in blocks} - {p.id for p in parts}
     if foreign:
         found.problems.append(f'recall pointed at ids outside the session: {sorted(foreign)[:5]}')
     found.cross = len(foreign) + sum('data of' in v or 'another session' in v for v in run.violations)

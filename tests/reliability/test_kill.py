@@ -1,9 +1,10 @@
 """SIGKILL at random moments of a real agent session, then a restart that continues the session from the store.
 
-The child (`python -m tests.reliability._session`) runs three tasks through a real `Agent` with `MementoCompaction`
+The child (`python -m tests.reliability._session`) runs two tasks through a real `Agent` with `MementoCompaction`
 on a real store and journals every original message it sees. For each seed the parent kills it with SIGKILL right
 after a randomly chosen model request plus a random delay (anywhere in the hooks, the tools, the log writer or an
-eviction's transaction), then continues the session in a fresh agent that knows only the store.
+eviction's transaction), then continues the session in a fresh agent that knows only the store. The seeds are new
+every run and printed with any failure (`MEMENTOGRAPH_KILL_SEEDS` replays them).
 
 Checked: right after the kill the log is a prefix of what the child saw, every archived block recovers to it and
 the store verifies; after the restart the session ends with its answer, every original message is live or
@@ -34,7 +35,15 @@ from tests.reliability._session import final_text, run_session
 
 TASKS, STEPS = 2, 5
 REQUESTS = TASKS * (2 * STEPS + 1)
-SQLITE_SEEDS = (11, 23, 37, 41)
+
+
+def kill_seeds(count: int) -> list[int]:
+    """Fresh seeds each run, so the kills fall at new moments every time; `MEMENTOGRAPH_KILL_SEEDS=11,23` replays
+    the moments a failure printed."""
+    given = os.environ.get('MEMENTOGRAPH_KILL_SEEDS')
+    if given:
+        return [int(seed) for seed in given.split(',')][:count]
+    return [random.SystemRandom().randrange(1, 1_000_000) for _ in range(count)]
 
 
 @dataclass
@@ -148,33 +157,36 @@ def cleanup() -> Iterator[list[Victim]]:
             victim.proc.wait()
 
 
-async def test_sigkill_at_random_moments_sqlite(tmp_path: Path, cleanup: list[Victim]) -> None:
-    victims = [
-        Victim(seed, f'sqlite://{tmp_path / f"m{seed}.db"}', 'default', tmp_path / f'w{seed}') for seed in SQLITE_SEEDS
-    ]
-    cleanup += victims
-    _run_victims(victims)
-    lost: dict[int, tuple[int, int]] = {}
+async def _check_victims(victims: list[Victim]) -> dict[int, tuple[int, int]]:
+    """Each victim's checks; (seed: kill request, unlogged messages). A failure names the seeds to replay."""
+    outcome: dict[int, tuple[int, int]] = {}
     for victim in victims:
         store = open_store(victim.uri)
         try:
-            lost[victim.seed] = (victim.kill_after_request, await _check_kill_and_restart(victim, store))
+            outcome[victim.seed] = (victim.kill_after_request, await _check_kill_and_restart(victim, store))
+        except AssertionError as exc:
+            seeds = ','.join(str(v.seed) for v in victims)
+            raise AssertionError(f'seed {victim.seed} (replay: MEMENTOGRAPH_KILL_SEEDS={seeds}): {exc}') from exc
         finally:
             store.close()
-    print(f'sqlite kills (seed: request, unlogged messages): {lost}')
+    return outcome
+
+
+async def test_sigkill_at_random_moments_sqlite(tmp_path: Path, cleanup: list[Victim]) -> None:
+    victims = [
+        Victim(seed, f'sqlite://{tmp_path / f"m{seed}.db"}', 'default', tmp_path / f'w{seed}') for seed in kill_seeds(4)
+    ]
+    cleanup += victims
+    _run_victims(victims)
+    print(f'sqlite kills (seed: request, unlogged messages): {await _check_victims(victims)}')
 
 
 @pytest.mark.neo4j
-async def test_sigkill_mid_session_neo4j(
+async def test_sigkill_at_random_moments_neo4j(
     tmp_path: Path, neo4j_server: dict[str, str], unique_namespace: str, cleanup: list[Victim]
 ) -> None:
     uri = neo4j_uri_with_auth(neo4j_server)
-    victim = Victim(7, uri, unique_namespace, tmp_path / 'w')
-    cleanup.append(victim)
-    _run_victims([victim])
-    store = open_store(uri)
-    try:
-        unlogged = await _check_kill_and_restart(victim, store)
-    finally:
-        store.close()
-    print(f'neo4j kill at request {victim.kill_after_request}: {unlogged} unlogged messages')
+    victims = [Victim(seed, uri, unique_namespace, tmp_path / f'w{seed}') for seed in kill_seeds(3)]
+    cleanup += victims
+    _run_victims(victims)
+    print(f'neo4j kills (seed: request, unlogged messages): {await _check_victims(victims)}')

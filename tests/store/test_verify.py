@@ -9,6 +9,7 @@ from collections.abc import Iterator, Sequence
 from contextlib import contextmanager
 from dataclasses import dataclass
 from datetime import UTC, datetime, timedelta
+from pathlib import Path
 from typing import Any
 
 import pytest
@@ -18,9 +19,10 @@ from mementograph.cli import _verify_cmd, main
 from mementograph.eval import Dialogue, DialogueIngestor, Segment, Turn
 from mementograph.knowledge_graph import BlockRecord, Eviction, MementoRecord, SessionEvent, memento_id_for
 from mementograph.knowledge_graph.recall import PagePolicy
-from mementograph.knowledge_graph.store import GraphStore, SqliteStore, VerifyReport, _verify, verify_store
-from tests.builders import ret
+from mementograph.knowledge_graph.store import GraphStore, SqliteStore, VerifyReport, _verify, open_store, verify_store
+from tests.builders import ret, session_history
 from tests.store.conftest import Backend
+from tests.store.test_contract import make_eviction
 
 DAY = datetime(2024, 3, 4, 9, 0, tzinfo=UTC)
 
@@ -417,3 +419,25 @@ def test_verify_unknown_session_is_not_found(
 ) -> None:
     assert cli(backend, ['verify', '--session', 'nope'], monkeypatch) == 3
     assert "no session 'nope'" in capsys.readouterr().err
+
+
+def test_a_block_column_retyped_by_another_tool_is_checked_not_a_crash(tmp_path: Path) -> None:
+    """A SQLite file edited with another tool may hold text, or nothing usable, where a block's bytes were: the same
+    text is still the archived block; anything else is a hash mismatch, never a crash."""
+    store = open_store(f'sqlite://{tmp_path / "edited.db"}')
+    ids = []
+    for number in range(2):
+        eviction, _, _ = make_eviction(
+            session_history(3, prefix=f'p{number}'), session_id='s', namespace='default', seq=number * 20
+        )
+        store.write_eviction(eviction)
+        ids.append(eviction.blocks[0].id)
+    same, other = ids
+    conn = store._conn  # type: ignore[attr-defined]  # plays another tool editing the file
+    conn.execute('UPDATE blocks SET messages_json = CAST(messages_json AS TEXT) WHERE id = ?', (same,))
+    conn.execute('UPDATE blocks SET messages_json = 42 WHERE id = ?', (other,))
+    assert conn.execute('SELECT typeof(messages_json) FROM blocks WHERE id = ?', (same,)).fetchone()[0] == 'text'
+    report = verify_store(store)
+    assert found(report) == {('hash_mismatch', other)}
+    assert store.recover_block(same)  # the text is the archived bytes
+    store.close()

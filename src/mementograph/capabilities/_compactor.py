@@ -12,9 +12,10 @@ the compressor; a failing hook fails the write (nothing is archived unredacted).
 from __future__ import annotations
 
 import asyncio
+import inspect
 import json
 import warnings
-from collections.abc import Callable, Sequence
+from collections.abc import Awaitable, Callable, Sequence
 from dataclasses import dataclass, field, replace
 from datetime import datetime
 from typing import Final, Literal
@@ -60,8 +61,9 @@ from ._threads import in_thread
 __all__ = ('CompactionPolicy', 'CompactionReport', 'MentionExtractor', 'SessionCompactor', 'Trigger')
 
 Trigger = Literal['auto', 'manual']
-MentionExtractor = Callable[[str, str], Sequence[Mention]]
-"""`(source_id, text) -> mentions`: links a block or memento to the entities it names (the recall layer's)."""
+MentionExtractor = Callable[[str, str], Sequence[Mention] | Awaitable[Sequence[Mention]]]
+"""`(source_id, text) -> mentions`: links a block or memento to the entities it names (the recall layer's
+`mentions_for`, or an async one such as `LLMEntityExtractor.mentions_for`)."""
 
 _STUB_OVERHEAD_TOKENS: Final = 40
 """Header tokens a stub adds to its memento text (estimate used only for planning)."""
@@ -258,10 +260,35 @@ class SessionCompactor:
             starts = self.store.message_indices_of(
                 self.session_id, self._logged_sha(messages[0]), namespace=self.namespace
             )
+            if not starts and isinstance(messages[0], ModelRequest):
+                starts = self._resumed_start(messages, last)
         for start in starts:
             if self._reaches_tail(messages, start, last):
                 return start
         return last + 1
+
+    def _resumed_start(self, messages: Sequence[ModelMessage], last: int) -> list[int]:
+        """Where a history starts whose first message is no logged one, if that message is a re-created copy of a
+        logged request: a run resumed from a pending first request (a crash left it the conversation's only logged
+        message) sends a copy with a new timestamp, and later runs carry the copy on. The history's first stub, or
+        else its message logged at the log's end, says where it starts; the copy there must have the logged text."""
+        if len(messages) == 1:
+            return [last]  # the copy itself is the log's end: `_reaches_tail` compares its text
+        start = None
+        slots = layout(messages)[0]  # positions from 0 up to the first stub, which carries its own
+        stubbed = next((slot for slot in slots if slot.stub is not None), None)
+        if stubbed is not None:
+            start = stubbed.log_index - sum(1 for slot in slots[: stubbed.index] if slot.stub is None)
+        else:
+            for slot in reversed(slots[1:]):
+                sha = self._logged_sha(messages[slot.index])
+                if last in self.store.message_indices_of(self.session_id, sha, namespace=self.namespace):
+                    start = last - slot.log_index
+                    break
+        if start is None or start < 0:
+            return []
+        first = message_text(self._originals([messages[0]])[0])
+        return [start] if self._logged_text(start) == first else []
 
     def _reaches_tail(self, messages: Sequence[ModelMessage], start: int, last: int) -> bool:
         """Whether `messages`, laid out from `start`, hold the log's last message: as logged, or in a stub."""
@@ -605,6 +632,12 @@ class SessionCompactor:
                     candidates.append((absolute, slots[absolute.start].log_index))
         return candidates
 
+    async def _mentions_of(self, source_id: str, text: str) -> tuple[Mention, ...]:
+        if self.mentions is None:
+            return ()
+        found = self.mentions(source_id, text)
+        return tuple(await found if inspect.isawaitable(found) else found)
+
     def _remember_mentions(self, block_id: str, mentions: tuple[Mention, ...]) -> None:
         self._recent_mentions[block_id] = mentions
         while len(self._recent_mentions) > _RECENT_MENTIONS_BLOCKS:
@@ -694,10 +727,10 @@ class SessionCompactor:
             blocks.append(block)
             mementos.append(memento)
             if self.mentions is not None:
-                block_mentions = tuple(self.mentions(block.id, block.text))
+                block_mentions = await self._mentions_of(block.id, block.text)
                 self._remember_mentions(block.id, block_mentions)
                 mentions.extend(block_mentions)
-                mentions.extend(self.mentions(memento.id, memento.text))
+                mentions.extend(await self._mentions_of(memento.id, memento.text))
             stubs[segment.start] = (segment.end, stub)
         if saving < self.policy.min_saving_tokens:
             return messages, replace(
@@ -845,7 +878,7 @@ class SessionCompactor:
             sha256='',
             block_ids=(memento.id,),
         )
-        mentions = tuple(self.mentions(memento.id, memento.text)) if self.mentions is not None else ()
+        mentions = await self._mentions_of(memento.id, memento.text)
         await in_thread(
             self.store.write_eviction,
             Eviction(

@@ -43,7 +43,7 @@ from .._redact import Redactor, redact_secrets
 from .._tokens import TokenCounter, encoding_for_model
 from ..knowledge_graph import DEFAULT_NAMESPACE
 from ..knowledge_graph.dense import ONNX_SCHEME, BackgroundSync, DenseIndex, embedding_model, existing_model_path
-from ..knowledge_graph.entities import mentions_for
+from ..knowledge_graph.entities import llm_extractor_from_env, mentions_for
 from ..knowledge_graph.memory import (
     Compressor,
     ExtractiveCompressor,
@@ -231,7 +231,8 @@ class MementoCompaction(AbstractCapability[AgentDepsT]):
     """Judge of mementos; `'default'` is the deterministic rubric. `None` stores every memento unverified."""
 
     encoding: str | None = None
-    """tiktoken encoding; `None` picks one from the model name (`o200k_base` for most)."""
+    """tiktoken encoding, or `'estimate'`; `None`: `$MEMENTOGRAPH_ENCODING`, else one from the model name
+    (`o200k_base` for most)."""
 
     context_window: int | None = None
     """The model's window in tokens; `None` resolves it from the model (or `fallback_context_window`)."""
@@ -243,7 +244,9 @@ class MementoCompaction(AbstractCapability[AgentDepsT]):
     """When the context still exceeds this fraction of the window after compaction, the model is told plainly."""
 
     mentions: MentionExtractor | None = None
-    """Entity linker for `MENTIONS` edges; `None` uses the recall layer's deterministic extractor."""
+    """Entity linker for `MENTIONS` edges; `None` uses the recall layer's deterministic extractor, or with
+    `$MEMENTOGRAPH_ENTITY_MODEL` set (`provider:model`) an `LLMEntityExtractor` of that model, which adds the
+    model's entities to the deterministic ones."""
 
     embedding: EmbeddingModel | str | None = None
     """An embedding model for the `recall` tool: any pydantic-ai embedding model or its name
@@ -480,7 +483,7 @@ class MementoCompaction(AbstractCapability[AgentDepsT]):
                 counter=counter,
                 engine=engine,
                 policy=self._policy(high),
-                mentions=self.mentions or mentions_for,
+                mentions=self.mentions or _default_mentions(),
                 redact=self.redact,
                 zone=self._zone,
             )
@@ -686,3 +689,8 @@ def _stamp_pending_request(ctx: RunContext[Any]) -> None:
     if isinstance(last, ModelRequest):
         last.run_id = last.run_id or ctx.run_id
         last.conversation_id = last.conversation_id or ctx.conversation_id
+
+
+def _default_mentions() -> MentionExtractor:
+    extractor = llm_extractor_from_env()
+    return mentions_for if extractor is None else extractor.mentions_for

@@ -53,7 +53,9 @@ def add_store_options(parser: argparse.ArgumentParser, *, json_flag: bool = True
         help='store URI: sqlite:///path.db, memory://, neo4j://host:7687 '
         '(default: $MEMENTOGRAPH_STORE, else the embedded store in the user data directory)',
     )
-    parser.add_argument('--namespace', default=DEFAULT_NAMESPACE, help='namespace to read (default: %(default)s)')
+    parser.add_argument(
+        '--namespace', default=DEFAULT_NAMESPACE, help='namespace every read and write stays in (default: %(default)s)'
+    )
     if json_flag:
         parser.add_argument('--json', action='store_true', help='print JSON instead of text')
 

@@ -59,7 +59,7 @@ def _methods(text: str) -> tuple[Method, ...]:
 def _path(args: argparse.Namespace) -> Path:
     path = Path(args.path)
     if not path.is_file():
-        raise CliError(f'no such file: {path}', code=2)
+        raise CliError(f'{path}: cannot read: no such file')
     return path
 
 

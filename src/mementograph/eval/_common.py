@@ -2,9 +2,11 @@
 
 from __future__ import annotations
 
+import json
 import math
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
+from pathlib import Path
 
 from pydantic_ai.embeddings import EmbeddingModel
 
@@ -21,13 +23,38 @@ __all__ = (
     'dense_index',
     'format_table',
     'key_weights',
+    'malformed',
     'methods_for',
     'order_turns',
     'query_keys',
+    'read_benchmark',
     'text_keys',
 )
 
 EVAL_METHODS: tuple[Method, ...] = METHODS
+
+
+def malformed(exc: Exception) -> str:
+    """What is wrong with a benchmark item, for a one-line error (a missing field is a `KeyError` of its name)."""
+    if isinstance(exc, KeyError):
+        return f'no field {exc.args[0]!r}'
+    return f'malformed ({type(exc).__name__}: {exc})'
+
+
+def read_benchmark(path: str | Path, holds: str) -> list[dict[str, object]]:
+    """A benchmark file: a JSON list of `holds` (objects). Malformed input is a `ValueError` naming the file and,
+    for invalid JSON, the line and column (the CLI prints it as one line)."""
+    try:
+        raw: object = json.loads(Path(path).read_text(encoding='utf-8'))
+    except json.JSONDecodeError as exc:
+        raise ValueError(f'{path}: invalid JSON at line {exc.lineno}, column {exc.colno}: {exc.msg}') from exc
+    except UnicodeDecodeError as exc:
+        raise ValueError(f'{path}: not UTF-8 text (byte {exc.start})') from exc
+    if not isinstance(raw, list) or not all(isinstance(item, dict) for item in raw):  # pyright: ignore
+        raise ValueError(f'{path}: expected a JSON list of {holds}')
+    return raw  # pyright: ignore[reportUnknownVariableType]
+
+
 ALL_METHODS: tuple[Method, ...] = (*METHODS, *DENSE_METHODS)
 
 

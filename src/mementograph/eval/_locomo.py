@@ -19,7 +19,6 @@ dialogue (o200k tokens).
 
 from __future__ import annotations
 
-import json
 import re
 from collections import defaultdict
 from collections.abc import Sequence
@@ -33,7 +32,17 @@ from pydantic_ai.embeddings import EmbeddingModel
 from .._tokens import TokenCounter
 from ..knowledge_graph.recall import DENSE_METHODS, Method, rank_blocks
 from ..knowledge_graph.store import open_store
-from ._common import Table, dense_index, key_weights, methods_for, order_turns, query_keys, text_keys
+from ._common import (
+    Table,
+    dense_index,
+    key_weights,
+    malformed,
+    methods_for,
+    order_turns,
+    query_keys,
+    read_benchmark,
+    text_keys,
+)
 from ._ingest import (
     Dialogue,
     DialogueIngestor,
@@ -106,60 +115,62 @@ def _turn_text(turn: dict[str, Any]) -> str:
 
 def load_locomo(path: str | Path) -> list[LocomoSample]:
     """Read a LoCoMo file (a list of samples, `locomo10.json` format)."""
-    raw = json.loads(Path(path).read_text(encoding='utf-8'))
-    if not isinstance(raw, list):
-        raise ValueError(f'{path}: a LoCoMo file holds a list of samples')
+    raw = read_benchmark(path, 'LoCoMo samples')
     samples: list[LocomoSample] = []
-    for item in cast(list[dict[str, Any]], raw):
-        conversation = item['conversation']
-        speaker_a = conversation.get('speaker_a')
-        numbers = sorted(int(m.group(1)) for key in conversation if (m := _SESSION.match(key)))
-        segments: list[Segment] = []
-        turn_text: dict[str, str] = {}
-        for number in numbers:
-            date = _session_date(str(conversation.get(f'session_{number}_date_time', '')))
-            turns: list[Turn] = []
-            for index, turn in enumerate(conversation[f'session_{number}']):
-                text = _turn_text(turn)
-                turn_id = str(turn['dia_id'])
-                turn_text[turn_id] = text
-                stamp = None if date is None else date + timedelta(seconds=30 * index)
-                role: Literal['user', 'assistant'] = 'user' if turn['speaker'] == speaker_a else 'assistant'
-                turns.append(Turn(turn_id=turn_id, role=role, text=text, timestamp=stamp))
-            segments.append(Segment(segment_id=f'session_{number}', turns=tuple(turns)))
-        questions = tuple(
-            LocomoQuestion(
-                question=str(qa['question']),
-                answer=None if qa.get('answer') is None else str(qa['answer']),
-                evidence=tuple(dict.fromkeys(_EVIDENCE.findall(' '.join(str(e) for e in qa.get('evidence', []))))),
-                category=int(qa['category']),
-            )
-            for qa in item.get('qa', [])
-        )
-        summaries = {
-            int(m.group(1)): str(text)
-            for key, text in (item.get('session_summary') or {}).items()
-            if (m := re.match(r'session_(\d+)_summary$', key))
-        }
-        observations: dict[int, str] = {}
-        for key, by_speaker in (item.get('observation') or {}).items():
-            m = re.match(r'session_(\d+)_observation$', key)
-            if m and isinstance(by_speaker, dict):
-                observations[int(m.group(1))] = ' '.join(
-                    str(entry[0]) for entries in by_speaker.values() for entry in entries if entry
+    index = 0
+    try:
+        for index, item in enumerate(cast(list[dict[str, Any]], raw)):
+            conversation = item['conversation']
+            speaker_a = conversation.get('speaker_a')
+            numbers = sorted(int(m.group(1)) for key in conversation if (m := _SESSION.match(key)))
+            segments: list[Segment] = []
+            turn_text: dict[str, str] = {}
+            for number in numbers:
+                date = _session_date(str(conversation.get(f'session_{number}_date_time', '')))
+                turns: list[Turn] = []
+                for index, turn in enumerate(conversation[f'session_{number}']):
+                    text = _turn_text(turn)
+                    turn_id = str(turn['dia_id'])
+                    turn_text[turn_id] = text
+                    stamp = None if date is None else date + timedelta(seconds=30 * index)
+                    role: Literal['user', 'assistant'] = 'user' if turn['speaker'] == speaker_a else 'assistant'
+                    turns.append(Turn(turn_id=turn_id, role=role, text=text, timestamp=stamp))
+                segments.append(Segment(segment_id=f'session_{number}', turns=tuple(turns)))
+            questions = tuple(
+                LocomoQuestion(
+                    question=str(qa['question']),
+                    answer=None if qa.get('answer') is None else str(qa['answer']),
+                    evidence=tuple(dict.fromkeys(_EVIDENCE.findall(' '.join(str(e) for e in qa.get('evidence', []))))),
+                    category=int(qa['category']),
                 )
-        samples.append(
-            LocomoSample(
-                sample_id=str(item.get('sample_id', f'conv-{len(samples)}')),
-                dialogue=Dialogue(
-                    session_id=str(item.get('sample_id', f'conv-{len(samples)}')), segments=tuple(segments)
-                ),
-                questions=questions,
-                turn_text=turn_text,
-                summaries=summaries,
-                observations=observations,
+                for qa in item.get('qa', [])
             )
-        )
+            summaries = {
+                int(m.group(1)): str(text)
+                for key, text in (item.get('session_summary') or {}).items()
+                if (m := re.match(r'session_(\d+)_summary$', key))
+            }
+            observations: dict[int, str] = {}
+            for key, by_speaker in (item.get('observation') or {}).items():
+                m = re.match(r'session_(\d+)_observation$', key)
+                if m and isinstance(by_speaker, dict):
+                    observations[int(m.group(1))] = ' '.join(
+                        str(entry[0]) for entries in by_speaker.values() for entry in entries if entry
+                    )
+            samples.append(
+                LocomoSample(
+                    sample_id=str(item.get('sample_id', f'conv-{len(samples)}')),
+                    dialogue=Dialogue(
+                        session_id=str(item.get('sample_id', f'conv-{len(samples)}')), segments=tuple(segments)
+                    ),
+                    questions=questions,
+                    turn_text=turn_text,
+                    summaries=summaries,
+                    observations=observations,
+                )
+            )
+    except (KeyError, TypeError, AttributeError, ValueError) as exc:
+        raise ValueError(f'{path}: sample {index}: {malformed(exc)}') from exc
     return samples
 
 

@@ -23,7 +23,6 @@ as the `recall` tool would with the current time; this never excludes a block.
 from __future__ import annotations
 
 import hashlib
-import json
 import time
 from collections import defaultdict
 from collections.abc import Sequence
@@ -37,7 +36,7 @@ from pydantic_ai.embeddings import EmbeddingModel
 from ..knowledge_graph.dense import DenseIndex
 from ..knowledge_graph.recall import DENSE_METHODS, Method, parse_time, rank_blocks
 from ..knowledge_graph.store import GraphStore, open_store
-from ._common import Table, dense_index, methods_for
+from ._common import Table, dense_index, malformed, methods_for, read_benchmark
 from ._ingest import (
     Dialogue,
     DialogueIngestor,
@@ -128,42 +127,44 @@ class LongMemEvalReport:
 
 
 def _load(path: str | Path) -> tuple[list[_Question], dict[str, Dialogue], int]:
-    raw = json.loads(Path(path).read_text(encoding='utf-8'))
-    if not isinstance(raw, list):
-        raise ValueError(f'{path}: a LongMemEval file holds a list of questions')
+    raw = read_benchmark(path, 'LongMemEval questions')
     questions: list[_Question] = []
     dialogues: dict[str, Dialogue] = {}
     abstention = 0
-    for item in cast(list[dict[str, Any]], raw):
-        ids = [str(s) for s in item['haystack_session_ids']]
-        for session_id, date, session in zip(ids, item['haystack_dates'], item['haystack_sessions'], strict=True):
-            if session_id in dialogues:
-                continue
-            start = parse_time(str(date))
-            turns = tuple(
-                Turn(
-                    turn_id=f'{session_id}:{index}',
-                    role='user' if turn['role'] == 'user' else 'assistant',
-                    text=str(turn['content']),
-                    timestamp=None if start is None else start + timedelta(seconds=index),
+    index = 0
+    try:
+        for index, item in enumerate(cast(list[dict[str, Any]], raw)):
+            ids = [str(s) for s in item['haystack_session_ids']]
+            for session_id, date, session in zip(ids, item['haystack_dates'], item['haystack_sessions'], strict=True):
+                if session_id in dialogues:
+                    continue
+                start = parse_time(str(date))
+                turns = tuple(
+                    Turn(
+                        turn_id=f'{session_id}:{index}',
+                        role='user' if turn['role'] == 'user' else 'assistant',
+                        text=str(turn['content']),
+                        timestamp=None if start is None else start + timedelta(seconds=index),
+                    )
+                    for index, turn in enumerate(session)
+                    if str(turn.get('content', '')).strip()
                 )
-                for index, turn in enumerate(session)
-                if str(turn.get('content', '')).strip()
+                dialogues[session_id] = Dialogue(session_id=session_id, segments=(Segment(session_id, turns),))
+            if str(item['question_id']).endswith('_abs'):
+                abstention += 1
+                continue
+            questions.append(
+                _Question(
+                    question_id=str(item['question_id']),
+                    question_type=str(item['question_type']),
+                    question=str(item['question']),
+                    question_date=str(item['question_date']),
+                    session_ids=tuple(ids),
+                    gold=tuple(str(s) for s in item['answer_session_ids']),
+                )
             )
-            dialogues[session_id] = Dialogue(session_id=session_id, segments=(Segment(session_id, turns),))
-        if str(item['question_id']).endswith('_abs'):
-            abstention += 1
-            continue
-        questions.append(
-            _Question(
-                question_id=str(item['question_id']),
-                question_type=str(item['question_type']),
-                question=str(item['question']),
-                question_date=str(item['question_date']),
-                session_ids=tuple(ids),
-                gold=tuple(str(s) for s in item['answer_session_ids']),
-            )
-        )
+    except (KeyError, TypeError, AttributeError, ValueError) as exc:
+        raise ValueError(f'{path}: question {index}: {malformed(exc)}') from exc
     return questions, dialogues, abstention
 
 

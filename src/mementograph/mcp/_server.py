@@ -23,6 +23,7 @@ from mcp.types import CallToolResult, TextContent, ToolAnnotations
 from pydantic import Field
 from pydantic_ai.embeddings import EmbeddingModel
 
+from .._tokens import TokenizerUnavailableError
 from ..knowledge_graph import DEFAULT_NAMESPACE, PageRecord
 from ..knowledge_graph.dense import BackgroundSync, DenseIndex, embedding_model
 from ..knowledge_graph.recall import AmbiguousPageError, find_page, recall, render_recall, retrieve_page
@@ -156,10 +157,11 @@ class MemoryTools:
 
     @contextmanager
     def _store_errors(self) -> Iterator[None]:
-        """Store failures as tool errors with the store's own message (it says what to check)."""
+        """Store failures, and a tokenizer that cannot load (offline), as tool errors with their own message (it says
+        what to check or set)."""
         try:
             yield
-        except (StoreError, ValueError) as exc:
+        except (StoreError, TokenizerUnavailableError, ValueError) as exc:
             raise ToolError(str(exc)) from exc
 
     # -- tools ------------------------------------------------------------------------------------------------

@@ -13,6 +13,7 @@ one is always kept, so a model failure loses nothing but the extras).
 
 from __future__ import annotations
 
+import logging
 import os
 import re
 from dataclasses import dataclass, field
@@ -31,6 +32,8 @@ from ._normalize import aliases, entity_key
 __all__ = ('ENTITY_MODEL_ENV', 'EntityItem', 'EntityList', 'LLMEntityExtractor', 'llm_extractor_from_env')
 
 ENTITY_MODEL_ENV: Final = 'MEMENTOGRAPH_ENTITY_MODEL'
+
+_logger = logging.getLogger(__name__)
 
 INSTRUCTIONS: Final = f"""\
 List the entities the text names: files, code symbols, commands, errors, URLs, numbers with units, versions,
@@ -63,6 +66,7 @@ class LLMEntityExtractor:
     """Text sent to the model per call (the deterministic extractor still reads all of it)."""
     max_concepts: int = DEFAULT_MAX_CONCEPTS
     _agent: Agent[None, EntityList] | None = field(default=None, init=False, repr=False, compare=False)
+    _warned: bool = field(default=False, init=False, repr=False, compare=False)
 
     def _get_agent(self) -> Agent[None, EntityList]:
         if self._agent is None:
@@ -96,7 +100,16 @@ class LLMEntityExtractor:
         deterministic = extract_entities(text, max_concepts=self.max_concepts)
         try:
             extra = await self.llm_entities(text)
-        except Exception:
+        except Exception as exc:
+            if not self._warned:  # once: a misnamed model or a missing key fails every call alike
+                self._warned = True
+                _logger.warning(
+                    'mementograph: the LLM entity extractor (%s) failed, so only the deterministic entities are '
+                    'linked: %s: %s',
+                    self.model if isinstance(self.model, str) else type(self.model).__name__,
+                    type(exc).__name__,
+                    exc,
+                )
             return deterministic
         return merge_entities(deterministic, extra)
 

@@ -527,6 +527,15 @@ def _rarest(
     return best
 
 
+def _stored_bytes(value: object) -> bytes:
+    """A block's stored messages as bytes. The column is a BLOB; a file edited by another tool may hold text there
+    (read as its UTF-8 bytes) or anything else (read as no bytes), and the sha256 check then says whether it is
+    still the archived block, instead of a crash."""
+    if isinstance(value, bytes | bytearray | memoryview):
+        return bytes(value)
+    return value.encode('utf-8', 'surrogatepass') if isinstance(value, str) else b''
+
+
 def _block(row: sqlite3.Row) -> BlockRecord:
     return BlockRecord(
         id=row['id'],
@@ -537,7 +546,7 @@ def _block(row: sqlite3.Row) -> BlockRecord:
         last_message=row['last_message'],
         tokens=row['tokens'],
         sha256=row['sha256'],
-        messages_json=bytes(row['messages_json']),
+        messages_json=_stored_bytes(row['messages_json']),
         kind=row['kind'],
         text=row['text'],
         started_at=row['started_at'],
@@ -1347,7 +1356,7 @@ class SqliteStore:
                 'SELECT rid, id, namespace, session_id, messages_json FROM blocks WHERE rid > ? ORDER BY rid', (done,)
             )
             for row in blocks:
-                text = '\n'.join(message_text(m) for m in deserialize_messages(bytes(row['messages_json'])))
+                text = '\n'.join(message_text(m) for m in deserialize_messages(_stored_bytes(row['messages_json'])))
                 namespace, session = row['namespace'], row['session_id']
                 conn.execute(_INSERT_TEXT, (row['id'], namespace, session, _scope_tokens(namespace, session), text))
                 last = row['rid']
