@@ -32,6 +32,7 @@ __all__ = (
 )
 
 EVAL_METHODS: tuple[Method, ...] = METHODS
+ALL_METHODS: tuple[Method, ...] = (*METHODS, *DENSE_METHODS)
 
 
 def malformed(exc: Exception) -> str:
@@ -53,9 +54,6 @@ def read_benchmark(path: str | Path, holds: str) -> list[dict[str, object]]:
     if not isinstance(raw, list) or not all(isinstance(item, dict) for item in raw):  # pyright: ignore
         raise ValueError(f'{path}: expected a JSON list of {holds}')
     return raw  # pyright: ignore[reportUnknownVariableType]
-
-
-ALL_METHODS: tuple[Method, ...] = (*METHODS, *DENSE_METHODS)
 
 
 def methods_for(methods: Sequence[Method] | None, model: EmbeddingModel | str | None) -> tuple[Method, ...]:

@@ -117,9 +117,9 @@ def load_locomo(path: str | Path) -> list[LocomoSample]:
     """Read a LoCoMo file (a list of samples, `locomo10.json` format)."""
     raw = read_benchmark(path, 'LoCoMo samples')
     samples: list[LocomoSample] = []
-    index = 0
+    position = 0
     try:
-        for index, item in enumerate(cast(list[dict[str, Any]], raw)):
+        for position, item in enumerate(cast(list[dict[str, Any]], raw)):  # noqa: B007 (the except names it)
             conversation = item['conversation']
             speaker_a = conversation.get('speaker_a')
             numbers = sorted(int(m.group(1)) for key in conversation if (m := _SESSION.match(key)))
@@ -170,7 +170,7 @@ def load_locomo(path: str | Path) -> list[LocomoSample]:
                 )
             )
     except (KeyError, TypeError, AttributeError, ValueError) as exc:
-        raise ValueError(f'{path}: sample {index}: {malformed(exc)}') from exc
+        raise ValueError(f'{path}: sample {position}: {malformed(exc)}') from exc
     return samples
 
 

@@ -131,9 +131,9 @@ def _load(path: str | Path) -> tuple[list[_Question], dict[str, Dialogue], int]:
     questions: list[_Question] = []
     dialogues: dict[str, Dialogue] = {}
     abstention = 0
-    index = 0
+    position = 0
     try:
-        for index, item in enumerate(cast(list[dict[str, Any]], raw)):
+        for position, item in enumerate(cast(list[dict[str, Any]], raw)):  # noqa: B007 (the except names it)
             ids = [str(s) for s in item['haystack_session_ids']]
             for session_id, date, session in zip(ids, item['haystack_dates'], item['haystack_sessions'], strict=True):
                 if session_id in dialogues:
@@ -164,7 +164,7 @@ def _load(path: str | Path) -> tuple[list[_Question], dict[str, Dialogue], int]:
                 )
             )
     except (KeyError, TypeError, AttributeError, ValueError) as exc:
-        raise ValueError(f'{path}: question {index}: {malformed(exc)}') from exc
+        raise ValueError(f'{path}: question {position}: {malformed(exc)}') from exc
     return questions, dialogues, abstention
 
 
