@@ -15,9 +15,10 @@ and unaltered; and the store passes `session_problems` (every original message l
 from __future__ import annotations
 
 import asyncio
+import contextlib
 import itertools
 import warnings
-from collections.abc import Sequence
+from collections.abc import Iterator, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
@@ -376,17 +377,28 @@ async def check_history(store: GraphStore, history: list[ModelMessage], session:
 _sessions = itertools.count()
 
 
-@pytest.fixture(params=['sqlite', pytest.param('neo4j', marks=pytest.mark.neo4j)])
-def store(request: pytest.FixtureRequest, tmp_path: Path, unique_namespace: str) -> Any:
+BACKENDS = ['sqlite', pytest.param('neo4j', marks=pytest.mark.neo4j)]
+
+
+@contextlib.contextmanager
+def real_store(request: pytest.FixtureRequest, tmp_path: Path, namespace: str) -> Iterator[GraphStore]:
+    """A SQLite file or the shared Neo4j server (`request.param`), emptied of `namespace` afterwards."""
     if request.param == 'sqlite':
         opened = open_store(f'sqlite://{tmp_path / "hostile.db"}')
     else:
         opened = open_neo4j(request.getfixturevalue('neo4j_server'))
-    yield opened
-    if request.param == 'neo4j':  # the shared server keeps what a test wrote
-        for session in opened.list_sessions(namespace=unique_namespace):
-            opened.delete_session(session.id, namespace=unique_namespace)
-    opened.close()
+    try:
+        yield opened
+    finally:
+        for session in opened.list_sessions(namespace=namespace):  # the shared server keeps what a test wrote
+            opened.delete_session(session.id, namespace=namespace)
+        opened.close()
+
+
+@pytest.fixture(params=BACKENDS)
+def store(request: pytest.FixtureRequest, tmp_path: Path, unique_namespace: str) -> Iterator[GraphStore]:
+    with real_store(request, tmp_path, unique_namespace) as opened:
+        yield opened
 
 
 def test_generated_histories_never_break_the_run_nor_split_a_pair(store: GraphStore, unique_namespace: str) -> None:
@@ -632,16 +644,10 @@ HOSTILE_VALUES = [
 ]
 
 
-@pytest.fixture(params=['sqlite', pytest.param('neo4j', marks=pytest.mark.neo4j)])
-def query_store(request: pytest.FixtureRequest, tmp_path: Path, unique_namespace: str) -> Any:
-    if request.param == 'sqlite':
-        opened = open_store(f'sqlite://{tmp_path / "query.db"}')
-    else:
-        opened = open_neo4j(request.getfixturevalue('neo4j_server'))
-    yield request.param, opened
-    for session in opened.list_sessions(namespace=unique_namespace):
-        opened.delete_session(session.id, namespace=unique_namespace)
-    opened.close()
+@pytest.fixture(params=BACKENDS)
+def query_store(request: pytest.FixtureRequest, tmp_path: Path, unique_namespace: str) -> Iterator[Any]:
+    with real_store(request, tmp_path, unique_namespace) as opened:
+        yield request.param, opened
 
 
 def _probe_count(kind: str, store: GraphStore) -> int:

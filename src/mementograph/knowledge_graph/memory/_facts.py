@@ -527,12 +527,22 @@ def critical_facts(text: str) -> list[Fact]:
     tool output). Text without headers is read as prose (or as output when it starts with `<returncode>`).
     See the module docstring for the definition and for what is deliberately left out.
     """
-    return list(_critical_facts_of(text))
+    if len(text) > _CACHED_TEXT_CHARS:
+        return list(_read_facts(text))
+    return list(_cached_facts(text))
+
+
+_CACHED_TEXT_CHARS: Final = 200_000
+"""Texts up to this size keep their facts in a small cache: a block's text is read by the compressor, the judge and
+the entity extractor in turn. Larger ones are read each time, so the cache never holds megabytes of text alive."""
 
 
 @functools.lru_cache(maxsize=64)
-def _critical_facts_of(text: str) -> tuple[Fact, ...]:
-    # one block's text is read by the compressor, the judge and the entity extractor in turn
+def _cached_facts(text: str) -> tuple[Fact, ...]:
+    return _read_facts(text)
+
+
+def _read_facts(text: str) -> tuple[Fact, ...]:
     collector = _Collector()
     for region in parse_regions(text):
         _region_into(region, collector)
