@@ -24,8 +24,9 @@ class RealStore:
     namespace: str
 
 
-@pytest.fixture(params=['sqlite', 'neo4j'])
+@pytest.fixture(params=['sqlite', pytest.param('neo4j', marks=pytest.mark.neo4j)])
 def real_store(request: pytest.FixtureRequest, tmp_path: Path, unique_namespace: str) -> Iterator[RealStore]:
+    """A SQLite file, or the shared Neo4j server emptied of the test's namespace afterwards."""
     if request.param == 'neo4j':
         uri = neo4j_uri_with_auth(request.getfixturevalue('neo4j_server'))
     else:
@@ -34,6 +35,8 @@ def real_store(request: pytest.FixtureRequest, tmp_path: Path, unique_namespace:
     try:
         yield RealStore(request.param, store, uri, unique_namespace)
     finally:
+        for session in store.list_sessions(namespace=unique_namespace):  # the shared server keeps what a test wrote
+            store.delete_session(session.id, namespace=unique_namespace)
         store.close()
 
 

@@ -15,12 +15,10 @@ and unaltered; and the store passes `session_problems` (every original message l
 from __future__ import annotations
 
 import asyncio
-import contextlib
 import itertools
 import warnings
-from collections.abc import Iterator, Sequence
+from collections.abc import Sequence
 from dataclasses import dataclass, field
-from pathlib import Path
 from typing import Any
 
 import pytest
@@ -54,13 +52,13 @@ from pydantic_ai.messages import (
 from pydantic_ai.models.function import AgentInfo, FunctionModel
 from pydantic_ai.usage import UsageLimits
 
-from mementograph import MementoCompaction, MementoWarning, open_store
+from mementograph import MementoCompaction, MementoWarning
 from mementograph._messages import deserialize_messages, serialize_messages
 from mementograph.capabilities._layout import MICRO_METADATA, stub_info
 from mementograph.knowledge_graph.store import GraphStore
-from tests.conftest import open_neo4j
 from tests.reliability._checks import session_problems, verify_problems
 from tests.reliability._session import Recorder
+from tests.reliability.conftest import RealStore
 
 UNLIMITED = UsageLimits(request_limit=None, tool_calls_limit=None)
 
@@ -377,28 +375,9 @@ async def check_history(store: GraphStore, history: list[ModelMessage], session:
 _sessions = itertools.count()
 
 
-BACKENDS = ['sqlite', pytest.param('neo4j', marks=pytest.mark.neo4j)]
-
-
-@contextlib.contextmanager
-def real_store(request: pytest.FixtureRequest, tmp_path: Path, namespace: str) -> Iterator[GraphStore]:
-    """A SQLite file or the shared Neo4j server (`request.param`), emptied of `namespace` afterwards."""
-    if request.param == 'sqlite':
-        opened = open_store(f'sqlite://{tmp_path / "hostile.db"}')
-    else:
-        opened = open_neo4j(request.getfixturevalue('neo4j_server'))
-    try:
-        yield opened
-    finally:
-        for session in opened.list_sessions(namespace=namespace):  # the shared server keeps what a test wrote
-            opened.delete_session(session.id, namespace=namespace)
-        opened.close()
-
-
-@pytest.fixture(params=BACKENDS)
-def store(request: pytest.FixtureRequest, tmp_path: Path, unique_namespace: str) -> Iterator[GraphStore]:
-    with real_store(request, tmp_path, unique_namespace) as opened:
-        yield opened
+@pytest.fixture
+def store(real_store: RealStore) -> GraphStore:
+    return real_store.store
 
 
 def test_generated_histories_never_break_the_run_nor_split_a_pair(store: GraphStore, unique_namespace: str) -> None:
@@ -644,10 +623,9 @@ HOSTILE_VALUES = [
 ]
 
 
-@pytest.fixture(params=BACKENDS)
-def query_store(request: pytest.FixtureRequest, tmp_path: Path, unique_namespace: str) -> Iterator[Any]:
-    with real_store(request, tmp_path, unique_namespace) as opened:
-        yield request.param, opened
+@pytest.fixture
+def query_store(real_store: RealStore) -> tuple[str, GraphStore]:
+    return real_store.kind, real_store.store
 
 
 def _probe_count(kind: str, store: GraphStore) -> int:
