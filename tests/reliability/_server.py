@@ -125,6 +125,11 @@ class PrivateNeo4j:
         if done.returncode != 0:
             raise RuntimeError(f'warming up the private Neo4j server failed:\n{done.stderr[-3000:]}')
 
+    def pid(self) -> int:
+        """The server's process id (from the pid file `scripts/neo4j-server` keeps)."""
+        (pid_file,) = self.root.glob('neo4j-*/run/neo4j.pid')
+        return int(pid_file.read_text().strip())
+
     def stop(self) -> None:
         done = subprocess.run([str(SCRIPT), 'stop'], env=self.env, capture_output=True, text=True, timeout=180)
         self.log.append(done.stderr)

@@ -207,8 +207,10 @@ def build_agent(model: StepModel, capabilities: Sequence[AbstractCapability[Any]
     return agent
 
 
-def capability(store: GraphStore, session_id: str, namespace: str, *, max_tokens: int) -> MementoCompaction[Any]:
-    return MementoCompaction(store, max_tokens=max_tokens, session_id=session_id, namespace=namespace)
+def capability(
+    store: GraphStore, session_id: str, namespace: str, *, max_tokens: int, **settings: Any
+) -> MementoCompaction[Any]:
+    return MementoCompaction(store, max_tokens=max_tokens, session_id=session_id, namespace=namespace, **settings)
 
 
 def log_history(store: GraphStore, session_id: str, namespace: str) -> list[ModelMessage]:
@@ -245,6 +247,7 @@ async def run_session(
     model: StepModel | None = None,
     workdir: Path | None = None,
     on_request: Any = None,
+    settings: dict[str, Any] | None = None,
 ) -> tuple[list[ModelMessage], Recorder]:
     """Run the session until `tasks` tasks are done; returns the final context and the record of originals.
 
@@ -253,12 +256,17 @@ async def run_session(
             `recorder`); `None` continues from the store's log (the durable record, after a crash).
         recorder: the ground truth to extend; a new one (fed the log) when `None`.
         model: the model to use (a test reads what each request contained); a new one when `None`.
+        settings: more `MementoCompaction` settings (e.g. `store_timeout`).
     """
     if recorder is None:
         journal = None if workdir is None else workdir / f'journal-{os.getpid()}.jsonl'
         recorder = Recorder(journal=journal)
     model = model or StepModel(steps=steps, on_request=on_request)
-    agent = build_agent(model, [recorder, capability(store, session_id, namespace, max_tokens=max_tokens)], lines=lines)
+    agent = build_agent(
+        model,
+        [recorder, capability(store, session_id, namespace, max_tokens=max_tokens, **(settings or {}))],
+        lines=lines,
+    )
     current = list(history) if history is not None else log_history(store, session_id, namespace)
     recorder.observe(current)
     done = tasks_done([m for data in recorder.originals for m in deserialize_messages(data)])

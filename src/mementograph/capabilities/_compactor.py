@@ -56,7 +56,7 @@ from ..knowledge_graph.store import GraphStore, NotFoundError
 from ._events import MementoWarning
 from ._layout import MICRO_METADATA, Slot, StubInfo, layout, make_stub, micro_part_id, stub_info, stub_shape
 from ._logwriter import SessionLogWriter
-from ._threads import in_thread
+from ._threads import StoreCalls
 
 __all__ = ('CompactionPolicy', 'CompactionReport', 'MentionExtractor', 'SessionCompactor', 'Trigger')
 
@@ -194,6 +194,8 @@ class SessionCompactor:
     """Applied to every text before it is archived (see `mementograph.redact_secrets`)."""
     zone: TimeZone = None
     """Whose calendar relative dates in the session's messages mean (`BlockInput.zone`)."""
+    calls: StoreCalls = field(default_factory=lambda: StoreCalls(None))
+    """How compaction calls the store: in a worker thread, bounded by its timeout (unbounded by default)."""
     _logged_through: int | None = field(default=None, init=False, repr=False)
     _base: int | None = field(default=None, init=False, repr=False)
     """Where this run's history starts in the session's log (`log_base`)."""
@@ -360,6 +362,11 @@ class SessionCompactor:
             self._logged_through = pending[0].log_index
         return len(pending)
 
+    @property
+    def log_ready(self) -> bool:
+        """Whether the log's position is known, so `sync_log` reads nothing from the store (only appends)."""
+        return self._logged_through is not None and self._base is not None
+
     def log_failure(self) -> BaseException | None:
         """An append to the session log that failed in the background since the last call (retried later)."""
         return None if self._writer is None else self._writer.failure()
@@ -370,10 +377,10 @@ class SessionCompactor:
             self._writer.flush()
 
     def close(self) -> None:
-        """Flush the log and stop its writer thread."""
+        """Flush the log and stop its writer thread (waiting for the store at most `calls.timeout`)."""
         if self._writer is not None:
             writer, self._writer = self._writer, None
-            writer.close()
+            writer.close(self.calls.timeout)
 
     def archived(self, messages: Sequence[ModelMessage]) -> list[ModelMessage]:
         """`messages` as the store gets them: redacted when there is a `redact` hook (raises `RedactionError`).
@@ -402,7 +409,7 @@ class SessionCompactor:
         """
         low_water = 0 if exhaustive else self.policy.low_water_tokens
         self.sync_log(messages)
-        await in_thread(self.flush_log)  # the log holds every message before the compaction that follows them
+        await self.calls(self.flush_log)  # the log holds every message before the compaction that follows them
         before = self.counter.count_messages(messages)
         report = CompactionReport(trigger=trigger, tokens_before=before, tokens_after=before)
         current = messages
@@ -509,7 +516,7 @@ class SessionCompactor:
             sha256='',
             block_ids=tuple(r.id for r in records),
         )
-        await in_thread(
+        await self.calls(
             self.store.write_eviction,
             Eviction(session_id=self.session_id, namespace=self.namespace, blocks=tuple(records), events=(event,)),
         )
@@ -585,6 +592,15 @@ class SessionCompactor:
             parts.append(part)
         return replace(message, parts=parts)
 
+    def _originals_of(self, spans: Sequence[Sequence[ModelMessage]]) -> list[list[ModelMessage]]:
+        return [self._originals(span) for span in spans]
+
+    def _mementos_of(self, infos: Sequence[StubInfo]) -> list[MementoRecord]:
+        return [
+            self.store.get_memento(info.memento_id, namespace=self.namespace, session_id=self.session_id)
+            for info in infos
+        ]
+
     def _originals(self, messages: Sequence[ModelMessage]) -> list[ModelMessage]:
         """Messages as they were logged (redacted, with a hook): micro-compacted ones are read back from their
         archived parts (redacted already), the others come from `archived` (the log writer's redaction, reused)."""
@@ -658,7 +674,7 @@ class SessionCompactor:
 
         inputs = []
         spans = [messages[segment.start : segment.end] for segment, _ in chosen]
-        for originals in await in_thread(lambda: [self._originals(span) for span in spans]):  # one hop for all
+        for originals in await self.calls(self._originals_of, spans):  # one hop for all
             block_messages = tuple(originals)
             text = render_block(block_messages)
             size = self.counter.count_text(text)
@@ -737,7 +753,8 @@ class SessionCompactor:
                 report, usage_tokens=usage, skipped=f'saving {saving} tokens is below min_saving_tokens'
             )
 
-        pages = pages_for_eviction(
+        pages = await self.calls(
+            pages_for_eviction,
             self.store,
             session_id=self.session_id,
             namespace=self.namespace,
@@ -763,7 +780,7 @@ class SessionCompactor:
             sha256='',
             block_ids=compaction.block_ids,
         )
-        await in_thread(
+        await self.calls(
             self.store.write_eviction,
             Eviction(
                 session_id=self.session_id,
@@ -822,12 +839,7 @@ class SessionCompactor:
         run = [slot for group in run_groups for slot in group]
         infos = [group[0].stub for group in run_groups if group[0].stub is not None]
         try:
-            children = await in_thread(  # one hop for all of them
-                lambda: [
-                    self.store.get_memento(info.memento_id, namespace=self.namespace, session_id=self.session_id)
-                    for info in infos
-                ]
-            )
+            children = await self.calls(self._mementos_of, infos)  # one hop for all of them
         except NotFoundError:
             # stubs carried over from a run whose archive is gone (retention 'run' or 'none'): nothing to merge
             return messages, replace(report, skipped=(report.skipped or 'mementos over their share, archive gone'))
@@ -879,7 +891,7 @@ class SessionCompactor:
             block_ids=(memento.id,),
         )
         mentions = await self._mentions_of(memento.id, memento.text)
-        await in_thread(
+        await self.calls(
             self.store.write_eviction,
             Eviction(
                 session_id=self.session_id,

@@ -18,7 +18,7 @@ from pydantic_ai.messages import ModelMessage
 
 from .._redact import MessageRedactor
 from ..knowledge_graph import SessionEvent
-from ..knowledge_graph.store import GraphStore
+from ..knowledge_graph.store import GraphStore, StoreTimeoutError
 
 __all__ = ('SessionLogWriter',)
 
@@ -74,19 +74,33 @@ class SessionLogWriter:
         self._reported = last
         return last.exception()
 
-    def flush(self) -> None:
-        """Block until every queued message is in the store; raises the store's error if it still fails."""
+    def flush(self, timeout: float | None = None) -> None:
+        """Block until every queued message is in the store; raises the store's error if it still fails, and
+        `StoreTimeoutError` when the store has not answered within `timeout` seconds (the messages stay queued)."""
         if self._executor is None:
             return
         future = self._executor.submit(self._drain)
         self._last = self._reported = future
-        future.result()
-
-    def close(self) -> None:
-        """Flush, then stop the worker thread."""
         try:
-            self.flush()
+            future.result(timeout)
+        except TimeoutError:
+            if future.done():  # the store's own timeout, raised by the append
+                raise
+            with self._lock:
+                waiting = len(self._pending)
+            raise StoreTimeoutError(
+                f'the session log did not reach the store within {timeout:g} s (store_timeout): {waiting} messages '
+                'not yet written; they are written if the store answers while this process runs'
+            ) from None
+
+    def close(self, timeout: float | None = None) -> None:
+        """Flush, then stop the worker thread; a worker still waiting on the store after `timeout` is left to
+        finish on its own (its messages are written if the store answers while the process runs)."""
+        executor = self._executor
+        try:
+            self.flush(timeout)
         finally:
-            if self._executor is not None:
-                self._executor.shutdown(wait=True)
+            if executor is not None:
                 self._executor = None
+                stuck = self._last is not None and not self._last.done()
+                executor.shutdown(wait=not stuck)

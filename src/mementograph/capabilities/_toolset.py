@@ -99,7 +99,7 @@ class MementoToolset(FunctionToolset[AgentDepsT]):
         capability = self._run_capability(ctx)
         session = capability.resolve_session_id(ctx)
         try:
-            blocks = await in_thread(
+            blocks = await capability.store_calls()(
                 recover_chain, capability.graph_store, block_id, namespace=capability.namespace, session_id=session
             )
         except NotFoundError:
@@ -152,8 +152,9 @@ class MementoToolset(FunctionToolset[AgentDepsT]):
     async def _recall(self, ctx: RunContext[AgentDepsT], query: str, k: int) -> str:
         capability = self._run_capability(ctx)
         store, session_id = capability.graph_store, capability.resolve_session_id(ctx)
+        # not bounded: the first recall of a long session may embed hundreds of blocks, legitimately slow
         dense, complete = await in_thread(capability.synced_dense_index, store, session_id)
-        hits = await in_thread(
+        hits = await capability.store_calls()(
             recall,
             store,
             query,
@@ -181,7 +182,7 @@ class MementoToolset(FunctionToolset[AgentDepsT]):
         capability = self._run_capability(ctx)
 
         async def work() -> str:
-            return await in_thread(
+            return await capability.store_calls()(
                 retrieve_page,
                 capability.graph_store,
                 page_id,

@@ -26,7 +26,7 @@ import inspect
 import logging
 import threading
 import warnings
-from collections.abc import Callable
+from collections.abc import Awaitable, Callable
 from dataclasses import KW_ONLY, dataclass, field, replace
 from datetime import tzinfo
 from functools import partial
@@ -54,10 +54,10 @@ from ..knowledge_graph.memory import (
     time_zone,
 )
 from ..knowledge_graph.recall import page_index_text
-from ..knowledge_graph.store import GraphStore, check_store_uri, open_store
+from ..knowledge_graph.store import GraphStore, StoreTimeoutError, check_store_uri, open_store
 from ._compactor import CompactionPolicy, CompactionReport, MentionExtractor, SessionCompactor, Trigger
 from ._events import MementoEvictedEvent, MementoSkippedEvent, MementoWarning
-from ._threads import in_thread
+from ._threads import StoreCalls, in_thread
 from ._toolset import MementoToolset
 
 if TYPE_CHECKING:
@@ -155,6 +155,8 @@ class _RunState:
     """Its size, kept out of the history's share of the high-water mark."""
     run_id: str | None = None
     """The run this state belongs to."""
+    calls: StoreCalls | None = None
+    """The run's store calls, bounded by `store_timeout` (made at first use)."""
 
 
 @dataclass
@@ -277,6 +279,14 @@ class MementoCompaction(AbstractCapability[AgentDepsT]):
     mark (newest pages first, older ones left to `retrieve_page`), and the history compacts to the mark minus
     the index, so the two together stay within it."""
 
+    store_timeout: float | None = 30.0
+    """Longest wait, in seconds, for one store call of the capability (a compaction's reads and write, the log's
+    flush, a memory tool's read). A store that has not answered by then (a hung server or driver, a lock another
+    process never releases) counts as failing: nothing is evicted, the model gets the full history, a
+    `MementoWarning` says why, and the call is left to finish on its own (what it writes is written again,
+    idempotently, by the next compaction). Until it returns, compactions are skipped at once rather than waiting
+    again. `None` waits as long as the store takes."""
+
     id: str | None = 'memento_compaction'
     """Stable capability id (one memento compaction per agent)."""
 
@@ -296,6 +306,7 @@ class MementoCompaction(AbstractCapability[AgentDepsT]):
             raise ValueError('max_fraction must be in (0, 1]')
         if not 0 <= self.low_water < 1:
             raise ValueError('low_water must be in [0, 1)')
+        StoreCalls(self.store_timeout)  # a bad value fails here, not at the first request
         if not 0 < self.memento_share <= 1:  # else every compaction would fail, and be skipped, at run time
             raise ValueError('memento_share must be in (0, 1]')
         if self.retention not in _RETENTIONS:
@@ -356,15 +367,22 @@ class MementoCompaction(AbstractCapability[AgentDepsT]):
     def get_toolset(self) -> AbstractToolset[AgentDepsT] | None:
         return self._toolset
 
-    def get_instructions(self) -> Callable[[RunContext[AgentDepsT]], InstructionPart | None] | None:
+    def get_instructions(self) -> Callable[[RunContext[AgentDepsT]], Awaitable[InstructionPart | None]] | None:
         return self._page_index_instruction if self.page_index else None
 
-    def _page_index_instruction(self, ctx: RunContext[AgentDepsT]) -> InstructionPart | None:
+    async def _page_index_instruction(self, ctx: RunContext[AgentDepsT]) -> InstructionPart | None:
         """The page index as an instruction (read from the store once per run, then kept until a page closes)."""
-        state = self._state
-        if state.page_index is None:
-            self._read_page_index(ctx)
-        return _index_part(state.page_index or '')
+        if self._state.page_index is None:
+            await self._read_page_index_bounded(ctx)
+        return _index_part(self._state.page_index or '')
+
+    async def _read_page_index_bounded(self, ctx: RunContext[AgentDepsT]) -> None:
+        try:
+            await self.store_calls()(self._read_page_index, ctx)
+        except StoreTimeoutError as exc:  # the index is a convenience: never a reason to wait on a hung store
+            logger.warning('mementograph: could not read the page index: %s', exc)
+            if self._state.page_index is None:
+                self._state.page_index = ''
 
     def _read_page_index(self, ctx: RunContext[AgentDepsT]) -> bool:
         """Read the index into the run state, cut to its share of the mark; True when it changed."""
@@ -389,13 +407,13 @@ class MementoCompaction(AbstractCapability[AgentDepsT]):
         state.page_index, state.page_index_tokens = text, tokens
         return True
 
-    def _refresh_page_index(self, ctx: RunContext[AgentDepsT]) -> None:
+    async def _refresh_page_index(self, ctx: RunContext[AgentDepsT]) -> None:
         """After a compaction: when it closed a page, the next request's instructions carry the new index.
 
         Not this request's: pydantic-ai stamps the request with its instructions, and the session log holds the
         request as it was before the compaction; changing them now would make the log and the archive differ."""
         if self.page_index and self._state.page_index is not None:
-            self._read_page_index(ctx)
+            await self._read_page_index_bounded(ctx)
 
     @property
     def graph_store(self) -> GraphStore:
@@ -462,6 +480,13 @@ class MementoCompaction(AbstractCapability[AgentDepsT]):
             return self.max_tokens
         return int(self._window(ctx) * (self.max_fraction or DEFAULT_MAX_FRACTION))
 
+    def store_calls(self) -> StoreCalls:
+        """The run's bounded store calls (one per run: it remembers a call that timed out until it returns)."""
+        state = self._state
+        if state.calls is None:
+            state.calls = StoreCalls(self.store_timeout)
+        return state.calls
+
     def compactor(self, ctx: RunContext[Any]) -> SessionCompactor:
         """This run's compactor (created on first use, bound to the run's session)."""
         state = self._state
@@ -486,6 +511,7 @@ class MementoCompaction(AbstractCapability[AgentDepsT]):
                 mentions=self.mentions or _default_mentions(),
                 redact=self.redact,
                 zone=self._zone,
+                calls=self.store_calls(),
             )
         elif state.compactor.policy.high_water_tokens != high:
             state.compactor.policy = self._policy(high)
@@ -529,7 +555,7 @@ class MementoCompaction(AbstractCapability[AgentDepsT]):
         self._state.reports.append(report)
         if report.changed:
             ctx.messages[:] = new
-            self._refresh_page_index(ctx)
+            await self._refresh_page_index(ctx)
             if report.block_ids:
                 self._embed_in_background(compactor.store, compactor.session_id)
             await ctx.emit(
@@ -571,7 +597,7 @@ class MementoCompaction(AbstractCapability[AgentDepsT]):
             return messages
         self._state.reports.append(report)
         if report.changed:
-            self._refresh_page_index(ctx)
+            await self._refresh_page_index(ctx)
         return new
 
     async def _skipped(self, ctx: RunContext[AgentDepsT], reason: str, *, error: BaseException | None = None) -> None:
@@ -590,29 +616,47 @@ class MementoCompaction(AbstractCapability[AgentDepsT]):
 
     async def wrap_run(self, ctx: RunContext[AgentDepsT], *, handler: WrapRunHandler) -> AgentRunResult[Any]:
         """Log what arrived after the last model request (the final answer), and make the whole log durable
-        before the run returns -- also when it fails. With `retention` `'run'` or `'none'`, drop the run's archive
-        instead."""
+        before the run returns -- also when it fails; a store that does not answer is waited for at most
+        `store_timeout`. With `retention` `'run'` or `'none'`, drop the run's archive instead."""
         self._state.in_run = True
         try:
             result = await handler()
         except BaseException:
-            self._end_run(None)
+            self._end_run()
             raise
-        await in_thread(self._end_run, result.all_messages(), ctx)  # waits for the log and may delete: off the loop
+        if self.retention == 'permanent':
+            await self._log_final(result.all_messages(), ctx)
+        await in_thread(self._end_run)  # waits for the log (bounded) and may delete: off the loop
         return result
 
-    def _end_run(self, messages: list[ModelMessage] | None, ctx: RunContext[AgentDepsT] | None = None) -> None:
-        if self.retention == 'permanent':
-            self._close_log(messages, ctx)
-            return
-        self._close_log(None)  # the log goes with the run: only stop its writer, so nothing lands after the delete
+    async def _log_final(self, messages: list[ModelMessage], ctx: RunContext[AgentDepsT]) -> None:
+        """Queue the messages the log does not hold yet; even while the store hangs, they are queued (and written
+        if it answers before the process ends)."""
+        compactor = self._state.compactor
+        try:
+            if compactor is not None and compactor.log_ready and self._state.run_id == ctx.run_id:
+                compactor.sync_log(messages)  # no store read: the log's own thread appends
+            else:  # no request reached the store: where the log stands is read now, bounded
+                await self.store_calls()(self._start_log, ctx, messages)
+        except Exception as exc:
+            _log_incomplete(exc)
+
+    def _end_run(self) -> None:
         state = self._state
+        if state.compactor is not None:  # the log goes with the run unless permanent: stop its writer first
+            try:
+                state.compactor.close()
+            except Exception as exc:
+                _log_incomplete(exc)
         if self.retention == 'run' and state.compactor is not None:
             compactor = state.compactor
+            reason = f'could not delete session {compactor.session_id!r} at the end of the run (retention=run)'
+            busy = self.store_calls().busy()
             try:
+                if busy is not None:  # a call to the store is hung: the delete would hang behind it
+                    raise StoreTimeoutError(busy)
                 compactor.store.delete_session(compactor.session_id, namespace=compactor.namespace)
             except Exception as exc:
-                reason = f'could not delete session {compactor.session_id!r} at the end of the run (retention=run)'
                 logger.warning('mementograph: %s: %s: %s', reason, type(exc).__name__, exc)
                 warnings.warn(f'mementograph: {reason}: {exc}', MementoWarning, stacklevel=3)
         if state.scratch is not None:
@@ -622,26 +666,18 @@ class MementoCompaction(AbstractCapability[AgentDepsT]):
             except Exception:  # an in-memory database; nothing to lose
                 logger.debug('mementograph: closing the run store failed', exc_info=True)
 
-    def _close_log(self, messages: list[ModelMessage] | None, ctx: RunContext[AgentDepsT] | None = None) -> None:
-        compactor = self._state.compactor
-        try:
-            if messages is not None and ctx is not None:
-                compactor = self.compactor(ctx)
-                compactor.sync_log(messages)
-            if compactor is not None:
-                compactor.close()
-        except Exception as exc:
-            logger.warning('mementograph: could not complete the session log: %s: %s', type(exc).__name__, exc)
-            warnings.warn(f'mementograph: could not complete the session log: {exc}', MementoWarning, stacklevel=3)
-
     async def before_model_request(
         self, ctx: RunContext[AgentDepsT], request_context: ModelRequestContext
     ) -> ModelRequestContext:
         """Log new messages; past the high-water mark, compact (archive first, then rewrite the history)."""
         try:
-            compactor = self.compactor(ctx)
             _stamp_pending_request(ctx)
-            compactor.sync_log(ctx.messages)
+            state = self._state
+            if state.compactor is not None and state.compactor.log_ready and state.run_id == ctx.run_id:
+                compactor = self.compactor(ctx)  # no store read: the mark may follow the page index's size
+                compactor.sync_log(ctx.messages)  # and appends go to the log's own thread
+            else:  # opens the store and reads where the log stands: off the loop, bounded
+                compactor = await self.store_calls()(self._start_log, ctx)
             tokens = compactor.tokens(ctx.messages, exact_above=compactor.policy.high_water_tokens)
         except Exception as exc:
             await self._skipped(ctx, f'memory unavailable: {type(exc).__name__}: {exc}', error=exc)
@@ -658,6 +694,11 @@ class MementoCompaction(AbstractCapability[AgentDepsT]):
         self._warn_near_limit(ctx, tokens)
         return request_context
 
+    def _start_log(self, ctx: RunContext[AgentDepsT], messages: list[ModelMessage] | None = None) -> SessionCompactor:
+        compactor = self.compactor(ctx)
+        compactor.sync_log(ctx.messages if messages is None else messages)
+        return compactor
+
     def _warn_near_limit(self, ctx: RunContext[AgentDepsT], tokens: int) -> None:
         window = self._window(ctx)
         if tokens < window * self.hard_limit_fraction or self._state.warned_near_limit:
@@ -671,6 +712,11 @@ class MementoCompaction(AbstractCapability[AgentDepsT]):
             ctx.enqueue(SystemPromptPart(notice, scope='request'))
         except Exception:
             logger.warning('mementograph: %s', notice)
+
+
+def _log_incomplete(exc: Exception) -> None:
+    logger.warning('mementograph: could not complete the session log: %s: %s', type(exc).__name__, exc)
+    warnings.warn(f'mementograph: could not complete the session log: {exc}', MementoWarning, stacklevel=3)
 
 
 _INDEX_NAME = 'memory_index'

@@ -12,6 +12,7 @@ __all__ = (
     'ScopeViolationError',
     'StoreBusyError',
     'StoreError',
+    'StoreTimeoutError',
     'StoreUnavailableError',
     'UnknownStoreSchemeError',
     'UnsupportedQueryError',
@@ -32,6 +33,13 @@ class StoreUnavailableError(StoreError):
 
 class StoreBusyError(StoreUnavailableError):
     """Another writer held the store's lock for longer than the bounded wait."""
+
+
+class StoreTimeoutError(StoreUnavailableError):
+    """A store call did not return within the caller's bound (a hung server or driver, a lock never released).
+
+    The call may still finish later: a write of unknown outcome, which the deterministic ids make safe to repeat.
+    """
 
 
 class NotFoundError(StoreError, LookupError):

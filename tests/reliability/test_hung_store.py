@@ -1,0 +1,193 @@
+"""A store that stops answering in the middle of an agent run, then answers again: a Neo4j server frozen with
+SIGSTOP (a private server of this test's own, never the shared one), and a SQLite file whose write lock another
+connection holds (the store itself would wait a minute for it).
+
+Neither may hang the run or lose anything. The capability waits for the store at most `store_timeout`: the
+request then goes to the model with its whole context and a warning, and while the call it gave up on has not
+returned, the requests after it go on at once. Once the store answers, the log catches up and compaction brings
+the context back down. Then every original message is live or recoverable byte for byte and the store verifies.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import os
+import signal
+import sqlite3
+import time
+import warnings
+from collections.abc import Callable
+from pathlib import Path
+
+import pytest
+
+from mementograph import MementoWarning, open_store
+from mementograph._tokens import TokenCounter
+from mementograph.knowledge_graph.store import GraphStore
+from tests.reliability._checks import positions, session_problems, verify_problems
+from tests.reliability._server import PrivateNeo4j
+from tests.reliability._session import Recorder, StepModel, final_text, run_session
+
+MAX_TOKENS = 1_500
+FREEZE_AT, THAW_AT = 5, 9
+"""Requests (1-based) during which the store stops answering, and answers again."""
+STORE_TIMEOUT = 5.0
+RUN_BOUND = 120.0
+"""Far above what the run takes (seconds); a hung run fails the test instead of hanging it."""
+
+
+def _wait_for_log(store: GraphStore, session: str, namespace: str, messages: int) -> None:
+    """Until the session log holds `messages` messages: the store answers again and the calls the capability gave
+    up on have returned (as they would while a real model thinks about its next step)."""
+    deadline = time.monotonic() + RUN_BOUND / 2
+    while store.last_message_index(session, namespace=namespace) < messages - 1:
+        assert time.monotonic() < deadline, 'the session log did not catch up once the store answered again'
+        time.sleep(0.05)
+
+
+async def _run_through_a_hang(
+    store: GraphStore, namespace: str, freeze: Callable[[], None], thaw: Callable[[], None]
+) -> None:
+    session = 'hung'
+    recorder = Recorder()
+    originals_at: dict[int, int] = {}
+    started_at: dict[int, float] = {}
+
+    def during(request: int) -> None:
+        originals_at[request] = len(recorder.originals)
+        started_at[request] = time.monotonic()
+        if request == FREEZE_AT:
+            freeze()
+        elif request == THAW_AT:
+            thaw()
+            _wait_for_log(store, session, namespace, originals_at[request])
+
+    model = StepModel(steps=6, on_request=during)
+    with warnings.catch_warnings(record=True) as caught:
+        warnings.simplefilter('always')
+        live, _ = await asyncio.wait_for(
+            run_session(
+                store, session, namespace, tasks=1, max_tokens=MAX_TOKENS, recorder=recorder, model=model,
+                settings={'store_timeout': STORE_TIMEOUT},
+            ),
+            RUN_BOUND,
+        )  # fmt: skip
+    assert live[-1].parts[0].content == final_text(1)  # type: ignore[union-attr]
+    said = [str(w.message) for w in caught if issubclass(w.category, MementoWarning)]
+    assert any('did not answer' in s and 'store_timeout' in s for s in said), said  # the wait that timed out
+    assert any('has not answered' in s for s in said), said  # the requests after it did not wait again
+
+    # frozen: every request sent the whole context, which grew past the mark; thawed: compaction caught up
+    counter = TokenCounter()
+    frozen = range(FREEZE_AT + 1, THAW_AT + 1)  # the requests whose hooks ran while the store was stuck
+    for request in frozen:
+        sent = model.seen[request - 1]
+        assert positions(sent) == list(range(originals_at[request])), f'request {request} lost messages'
+    assert counter.count_messages(model.seen[THAW_AT - 1]) > MAX_TOKENS, 'the hang never held compaction'
+    assert counter.count_messages(model.seen[-1]) <= MAX_TOKENS, 'compaction did not catch up'
+    # one bounded wait, not one per request: the hooks of the frozen requests together took about one timeout
+    frozen_for = started_at[THAW_AT] - started_at[FREEZE_AT]
+    assert frozen_for < RUN_BOUND / 4, f'the frozen requests took {frozen_for:.1f} s'
+
+    assert session_problems(store, session, namespace=namespace, originals=recorder.originals, live=live) == []
+    assert verify_problems(store, namespace=namespace, session_id=session) == []
+
+
+async def test_a_sqlite_write_lock_never_released_then_released(tmp_path: Path, unique_namespace: str) -> None:
+    path = tmp_path / 'memory.db'
+    store = open_store(f'sqlite://{path}?busy_timeout=60')  # the store would wait a minute for the lock
+    holder = sqlite3.connect(path, isolation_level=None, check_same_thread=False)
+
+    def freeze() -> None:
+        holder.execute('BEGIN IMMEDIATE')  # another writer takes the lock and keeps it
+
+    def thaw() -> None:
+        holder.execute('ROLLBACK')
+
+    try:
+        await _run_through_a_hang(store, unique_namespace, freeze, thaw)
+    finally:
+        if holder.in_transaction:
+            holder.execute('ROLLBACK')
+        holder.close()
+        store.close()
+
+
+@pytest.mark.neo4j
+async def test_a_neo4j_server_frozen_then_resumed(private_neo4j: PrivateNeo4j, unique_namespace: str) -> None:
+    store = open_store(private_neo4j.uri)
+    pid = private_neo4j.pid()
+    frozen: list[bool] = []
+
+    def freeze() -> None:
+        os.kill(pid, signal.SIGSTOP)  # the process stays, its sockets accept, nothing answers
+        frozen.append(True)
+
+    def thaw() -> None:
+        os.kill(pid, signal.SIGCONT)
+        frozen.clear()
+
+    try:
+        await _run_through_a_hang(store, unique_namespace, freeze, thaw)
+    finally:
+        if frozen:
+            os.kill(pid, signal.SIGCONT)
+        for session in store.list_sessions(namespace=unique_namespace):
+            store.delete_session(session.id, namespace=unique_namespace)
+        store.close()
+
+
+async def test_a_run_ending_while_the_store_is_stuck_returns_and_its_log_completes_later(
+    tmp_path: Path, unique_namespace: str
+) -> None:
+    """The lock is held from the middle of the run to after its end: the run still returns (its end waits for
+    the log at most `store_timeout`), says the log is incomplete, and the log completes once the lock goes."""
+    path = tmp_path / 'memory.db'
+    store = open_store(f'sqlite://{path}?busy_timeout=60')
+    holder = sqlite3.connect(path, isolation_level=None, check_same_thread=False)
+    recorder = Recorder()
+
+    def during(request: int) -> None:
+        if request == FREEZE_AT:
+            holder.execute('BEGIN IMMEDIATE')
+
+    try:
+        with warnings.catch_warnings(record=True) as caught:
+            warnings.simplefilter('always')
+            live, _ = await asyncio.wait_for(
+                run_session(
+                    store, 'ending', unique_namespace, tasks=1, max_tokens=MAX_TOKENS, recorder=recorder,
+                    model=StepModel(steps=6, on_request=during), settings={'store_timeout': STORE_TIMEOUT},
+                ),
+                RUN_BOUND,
+            )  # fmt: skip
+        said = [str(w.message) for w in caught if issubclass(w.category, MementoWarning)]
+        assert any('could not complete the session log' in s for s in said), said
+        reader = open_store(f'sqlite://{path}')  # its own connection: the run's store waits on the lock in a thread
+        try:
+            logged = reader.last_message_index('ending', namespace=unique_namespace) + 1
+        finally:
+            reader.close()
+        assert logged < len(recorder.originals), 'the log was complete while the lock was held'
+
+        holder.execute('ROLLBACK')
+        _wait_for_log(store, 'ending', unique_namespace, len(recorder.originals))
+        problems = session_problems(
+            store, 'ending', namespace=unique_namespace, originals=recorder.originals, live=live
+        )
+        assert problems == []
+        assert verify_problems(store, namespace=unique_namespace, session_id='ending') == []
+    finally:
+        if holder.in_transaction:
+            holder.execute('ROLLBACK')
+        holder.close()
+        store.close()
+
+
+def test_store_timeout_must_be_positive_or_none() -> None:
+    from mementograph import MementoCompaction
+
+    for bad in (0, -1.0):
+        with pytest.raises(ValueError, match='store_timeout'):
+            MementoCompaction('memory://', store_timeout=bad)
+    assert MementoCompaction('memory://', store_timeout=None).store_timeout is None
