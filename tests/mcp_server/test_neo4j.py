@@ -72,7 +72,7 @@ async def test_every_tool_on_neo4j(neo4j_memory: Neo4jMemory) -> None:
         assert 'session conv-1 (3 pages)' in listing
         assert ok(await client.call_tool('retrieve_page', {'page_id': '3'})).startswith('[page 3 pg_')
         stats = json.loads(ok(await client.call_tool('stats', {})))
-        assert (stats['backend'], stats['blocks'], stats['recent_sessions']) == ('neo4j', 6, ['conv-1'])
+        assert (stats['backend'], stats['blocks'], stats['newest_sessions']) == ('neo4j', 6, ['conv-1'])
 
 
 async def test_query_memory_on_neo4j(neo4j_memory: Neo4jMemory) -> None:

@@ -388,9 +388,9 @@ async def test_stats_match_the_store(memory_file: MemoryFile) -> None:
         data = json.loads(ok(result))
         assert result.structured_content == data
         assert data['blocks'] == whole.blocks == 12 and data['mementos'] == whole.mementos
-        assert data['tokens_saved'] == whole.tokens_saved and data['recent_sessions'] == ['conv-1', 'conv-2']
+        assert data['tokens_saved'] == whole.tokens_saved and data['newest_sessions'] == ['conv-2', 'conv-1']
         narrowed = json.loads(ok(await client.call_tool('stats', {'session_id': 'conv-1'})))
-        assert narrowed['blocks'] == one.blocks == 6 and narrowed['recent_sessions'] == ['conv-1']
+        assert narrowed['blocks'] == one.blocks == 6 and narrowed['newest_sessions'] == ['conv-1']
     async with in_process(memory_file.uri, namespace='other') as client:
         data = json.loads(ok(await client.call_tool('stats', {})))
         assert data['namespace'] == 'other' and data['blocks'] == other.blocks == 6
@@ -408,7 +408,7 @@ async def test_writes_by_another_connection_show_up(tmp_path: Path) -> None:
             assert json.loads(ok(await client.call_tool('query_memory', {'cypher': cypher})))['row_count'] == 1
             later = await DialogueIngestor(min_tokens=40, page_policy=PAGES).ingest(writer, small_dialogue('second'))
             after = json.loads(ok(await client.call_tool('stats', {})))
-            assert after['blocks'] == 2 * before['blocks'] and after['recent_sessions'] == ['first', 'second']
+            assert after['blocks'] == 2 * before['blocks'] and after['newest_sessions'] == ['second', 'first']
             assert json.loads(ok(await client.call_tool('query_memory', {'cypher': cypher})))['row_count'] == 2
             new_block = later.evictions[-1].blocks[-1]
             body = texts(await client.call_tool('recover_block', {'block_id': new_block.id}))[1]

@@ -408,7 +408,10 @@ class SessionCompactor:
         decides when to stop). Returns the new history (the input list itself when nothing changed) and a report.
         """
         low_water = 0 if exhaustive else self.policy.low_water_tokens
-        self.sync_log(messages)
+        if self.log_ready:
+            self.sync_log(messages)
+        else:  # the first call of a run (a harness tier's): where the log stands is read from the store, bounded
+            await self.calls(self.sync_log, messages)
         await self.calls(self.flush_log)  # the log holds every message before the compaction that follows them
         before = self.counter.count_messages(messages)
         report = CompactionReport(trigger=trigger, tokens_before=before, tokens_after=before)

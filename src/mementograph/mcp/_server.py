@@ -425,7 +425,7 @@ class MemoryTools:
         self, session_id: Annotated[str | None, Field(description='Only this session.')] = None
     ) -> dict[str, Any]:
         """Counts of what the memory holds in scope (sessions, blocks, mementos, pages, entities, tokens saved),
-        with the most recent session ids."""
+        with the newest session ids, newest first."""
         session = self._session(session_id)
         with self._store_errors():
             counts = self.store.stats(namespace=self.scope.namespace, session_id=session)
@@ -439,7 +439,7 @@ class MemoryTools:
             'session_id': session,
             **asdict(counts),
             'tokens_saved': counts.tokens_saved,
-            'recent_sessions': sessions[-MAX_SESSIONS_LISTED:],
+            'newest_sessions': sessions[::-1][:MAX_SESSIONS_LISTED],  # newest first, as `mementograph stats`
         }
         data.pop('details', None)
         return data
