@@ -6,11 +6,12 @@ the caller gets a `StoreTimeoutError`: the capability then evicts nothing (the h
 and says why. Nothing is lost: an eviction is applied only after its write returned, and a write that finishes
 late wrote deterministic ids, which the next compaction writes again idempotently. Until the abandoned call
 returns, every further call fails at once instead of queueing behind it, so a hung store costs one wait, not one
-per request, and holds one thread.
+per request, holds one thread, and is warned about twice: when the wait runs out and when the store answers again.
 """
 
 from __future__ import annotations
 
+import logging
 import threading
 import time
 from collections.abc import Callable
@@ -23,6 +24,8 @@ from anyio import to_thread
 from ..knowledge_graph.store import StoreTimeoutError
 
 __all__ = ('StoreCalls', 'in_thread')
+
+logger = logging.getLogger('mementograph')
 
 T = TypeVar('T')
 
@@ -55,6 +58,7 @@ class StoreCalls:
         name, since, returned = self._abandoned
         if returned.is_set():
             self._abandoned = None
+            logger.warning('mementograph: the store answered %s again after %.0f s', name, time.monotonic() - since)
             return None
         return (
             f'the store has not answered {name} for {time.monotonic() - since:.0f} s '
@@ -72,7 +76,7 @@ class StoreCalls:
             return await in_thread(fn, *args, **kwargs)
         reason = self.busy()
         if reason is not None:
-            raise StoreTimeoutError(reason)
+            raise StoreTimeoutError(reason, waited=False)
         returned = threading.Event()
 
         def call() -> T:

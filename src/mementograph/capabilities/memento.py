@@ -285,7 +285,8 @@ class MementoCompaction(AbstractCapability[AgentDepsT]):
     process never releases) counts as failing: nothing is evicted, the model gets the full history, a
     `MementoWarning` says why, and the call is left to finish on its own (what it writes is written again,
     idempotently, by the next compaction). Until it returns, compactions are skipped at once rather than waiting
-    again. `None` waits as long as the store takes."""
+    again (a `MementoSkippedEvent` and an INFO log line each; warned about once, and once more when the store
+    answers). `None` waits as long as the store takes."""
 
     id: str | None = 'memento_compaction'
     """Stable capability id (one memento compaction per agent)."""
@@ -601,8 +602,11 @@ class MementoCompaction(AbstractCapability[AgentDepsT]):
         return new
 
     async def _skipped(self, ctx: RunContext[AgentDepsT], reason: str, *, error: BaseException | None = None) -> None:
-        logger.warning('mementograph: %s; continuing with the full context', reason)
-        warnings.warn(f'mementograph: {reason}; continuing with the full context', MementoWarning, stacklevel=2)
+        if isinstance(error, StoreTimeoutError) and not error.waited:  # the hang was warned about when it began
+            logger.info('mementograph: %s; continuing with the full context', reason)
+        else:
+            logger.warning('mementograph: %s; continuing with the full context', reason)
+            warnings.warn(f'mementograph: {reason}; continuing with the full context', MementoWarning, stacklevel=2)
         try:
             await ctx.emit(
                 MementoSkippedEvent(

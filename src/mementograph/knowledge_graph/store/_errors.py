@@ -41,6 +41,11 @@ class StoreTimeoutError(StoreUnavailableError):
     The call may still finish later: a write of unknown outcome, which the deterministic ids make safe to repeat.
     """
 
+    def __init__(self, message: str, *, waited: bool = True) -> None:
+        super().__init__(message)
+        self.waited = waited
+        """False when the call was refused at once because an earlier one is still waiting (said already)."""
+
 
 class NotFoundError(StoreError, LookupError):
     """No such record in the namespace and session the read was scoped to."""
