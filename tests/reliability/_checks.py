@@ -15,6 +15,7 @@ from collections.abc import Mapping, Sequence
 from pydantic_ai.messages import ModelMessage
 
 from mementograph._messages import serialize_messages
+from mementograph._tokens import TokenCounter
 from mementograph.capabilities._layout import layout
 from mementograph.knowledge_graph.store import GraphStore, StoreError, verify_store
 
@@ -194,3 +195,22 @@ def positions(messages: Sequence[ModelMessage]) -> list[int]:
         elif not out or out[-1] < slot.stub.last_message:
             out.extend(range(slot.stub.first_message, slot.stub.last_message + 1))
     return out
+
+
+def outage_problems(
+    seen: Sequence[Sequence[ModelMessage]], originals_at: Mapping[int, int], *, down: range, max_tokens: int
+) -> list[str]:
+    """What is wrong with a run whose store was out during the requests `down` (1-based): each of them must have
+    sent the whole context (nothing evicted that could not be archived), which grew past the mark, and the last
+    request must be back under it (compaction caught up). `originals_at[r]`: originals recorded by request `r`."""
+    counter = TokenCounter()
+    problems = [
+        f'request {request} lost messages'
+        for request in down
+        if positions(seen[request - 1]) != list(range(originals_at[request]))
+    ]
+    if counter.count_messages(seen[down[-1] - 1]) <= max_tokens:
+        problems.append('the outage never held compaction')
+    if counter.count_messages(seen[-1]) > max_tokens:
+        problems.append('compaction did not catch up')
+    return problems

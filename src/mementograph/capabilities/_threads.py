@@ -92,5 +92,5 @@ class StoreCalls:
         self._abandoned = (name, started, returned)
         raise StoreTimeoutError(
             f'the store did not answer {name} within {self.timeout:g} s (store_timeout); the call was left to '
-            'finish on its own and nothing was evicted'
+            'finish on its own'
         )
