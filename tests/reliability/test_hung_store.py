@@ -17,12 +17,13 @@ import signal
 import sqlite3
 import time
 import warnings
-from collections.abc import Callable
+from collections.abc import Callable, Iterator
+from dataclasses import dataclass
 from pathlib import Path
 
 import pytest
 
-from mementograph import MementoWarning, open_store
+from mementograph import MementoCompaction, MementoWarning, open_store
 from mementograph.knowledge_graph.store import GraphStore
 from tests.reliability._checks import outage_problems, session_problems, verify_problems
 from tests.reliability._server import PrivateNeo4j
@@ -43,6 +44,29 @@ def _wait_for_log(store: GraphStore, session: str, namespace: str, messages: int
     while store.last_message_index(session, namespace=namespace) < messages - 1:
         assert time.monotonic() < deadline, 'the session log did not catch up once the store answered again'
         time.sleep(0.05)
+
+
+@dataclass
+class LockedSqlite:
+    path: Path
+    store: GraphStore
+    """The run's store; it would wait a minute for the write lock (`busy_timeout=60`)."""
+    holder: sqlite3.Connection
+    """Another writer: `BEGIN IMMEDIATE` on it takes the file's write lock and keeps it."""
+
+
+@pytest.fixture
+def locked_sqlite(tmp_path: Path) -> Iterator[LockedSqlite]:
+    path = tmp_path / 'memory.db'
+    store = open_store(f'sqlite://{path}?busy_timeout=60')
+    holder = sqlite3.connect(path, isolation_level=None, check_same_thread=False)
+    try:
+        yield LockedSqlite(path, store, holder)
+    finally:
+        if holder.in_transaction:
+            holder.execute('ROLLBACK')
+        holder.close()
+        store.close()
 
 
 async def _run_through_a_hang(
@@ -99,11 +123,9 @@ async def _run_through_a_hang(
 
 
 async def test_a_sqlite_write_lock_never_released_then_released(
-    tmp_path: Path, unique_namespace: str, caplog: pytest.LogCaptureFixture
+    locked_sqlite: LockedSqlite, unique_namespace: str, caplog: pytest.LogCaptureFixture
 ) -> None:
-    path = tmp_path / 'memory.db'
-    store = open_store(f'sqlite://{path}?busy_timeout=60')  # the store would wait a minute for the lock
-    holder = sqlite3.connect(path, isolation_level=None, check_same_thread=False)
+    holder = locked_sqlite.holder
 
     def freeze() -> None:
         holder.execute('BEGIN IMMEDIATE')  # another writer takes the lock and keeps it
@@ -111,13 +133,7 @@ async def test_a_sqlite_write_lock_never_released_then_released(
     def thaw() -> None:
         holder.execute('ROLLBACK')
 
-    try:
-        await _run_through_a_hang(store, unique_namespace, freeze, thaw, caplog)
-    finally:
-        if holder.in_transaction:
-            holder.execute('ROLLBACK')
-        holder.close()
-        store.close()
+    await _run_through_a_hang(locked_sqlite.store, unique_namespace, freeze, thaw, caplog)
 
 
 @pytest.mark.neo4j
@@ -147,55 +163,43 @@ async def test_a_neo4j_server_frozen_then_resumed(
 
 
 async def test_a_run_ending_while_the_store_is_stuck_returns_and_its_log_completes_later(
-    tmp_path: Path, unique_namespace: str
+    locked_sqlite: LockedSqlite, unique_namespace: str
 ) -> None:
     """The lock is held from the middle of the run to after its end: the run still returns (its end waits for
     the log at most `store_timeout`), says the log is incomplete, and the log completes once the lock goes."""
-    path = tmp_path / 'memory.db'
-    store = open_store(f'sqlite://{path}?busy_timeout=60')
-    holder = sqlite3.connect(path, isolation_level=None, check_same_thread=False)
+    path, store, holder = locked_sqlite.path, locked_sqlite.store, locked_sqlite.holder
     recorder = Recorder()
 
     def during(request: int) -> None:
         if request == FREEZE_AT:
             holder.execute('BEGIN IMMEDIATE')
 
+    with warnings.catch_warnings(record=True) as caught:
+        warnings.simplefilter('always')
+        live, _ = await asyncio.wait_for(
+            run_session(
+                store, 'ending', unique_namespace, tasks=1, max_tokens=MAX_TOKENS, recorder=recorder,
+                model=StepModel(steps=6, on_request=during), settings={'store_timeout': STORE_TIMEOUT},
+            ),
+            RUN_BOUND,
+        )  # fmt: skip
+    said = [str(w.message) for w in caught if issubclass(w.category, MementoWarning)]
+    assert any('could not complete the session log' in s for s in said), said
+    reader = open_store(f'sqlite://{path}')  # its own connection: the run's store waits on the lock in a thread
     try:
-        with warnings.catch_warnings(record=True) as caught:
-            warnings.simplefilter('always')
-            live, _ = await asyncio.wait_for(
-                run_session(
-                    store, 'ending', unique_namespace, tasks=1, max_tokens=MAX_TOKENS, recorder=recorder,
-                    model=StepModel(steps=6, on_request=during), settings={'store_timeout': STORE_TIMEOUT},
-                ),
-                RUN_BOUND,
-            )  # fmt: skip
-        said = [str(w.message) for w in caught if issubclass(w.category, MementoWarning)]
-        assert any('could not complete the session log' in s for s in said), said
-        reader = open_store(f'sqlite://{path}')  # its own connection: the run's store waits on the lock in a thread
-        try:
-            logged = reader.last_message_index('ending', namespace=unique_namespace) + 1
-        finally:
-            reader.close()
-        assert logged < len(recorder.originals), 'the log was complete while the lock was held'
-
-        holder.execute('ROLLBACK')
-        _wait_for_log(store, 'ending', unique_namespace, len(recorder.originals))
-        problems = session_problems(
-            store, 'ending', namespace=unique_namespace, originals=recorder.originals, live=live
-        )
-        assert problems == []
-        assert verify_problems(store, namespace=unique_namespace, session_id='ending') == []
+        logged = reader.last_message_index('ending', namespace=unique_namespace) + 1
     finally:
-        if holder.in_transaction:
-            holder.execute('ROLLBACK')
-        holder.close()
-        store.close()
+        reader.close()
+    assert logged < len(recorder.originals), 'the log was complete while the lock was held'
+
+    holder.execute('ROLLBACK')
+    _wait_for_log(store, 'ending', unique_namespace, len(recorder.originals))
+    problems = session_problems(store, 'ending', namespace=unique_namespace, originals=recorder.originals, live=live)
+    assert problems == []
+    assert verify_problems(store, namespace=unique_namespace, session_id='ending') == []
 
 
 def test_store_timeout_must_be_positive_or_none() -> None:
-    from mementograph import MementoCompaction
-
     for bad in (0, -1.0):
         with pytest.raises(ValueError, match='store_timeout'):
             MementoCompaction('memory://', store_timeout=bad)

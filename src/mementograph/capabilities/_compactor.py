@@ -362,10 +362,13 @@ class SessionCompactor:
             self._logged_through = pending[0].log_index
         return len(pending)
 
-    @property
-    def log_ready(self) -> bool:
-        """Whether the log's position is known, so `sync_log` reads nothing from the store (only appends)."""
-        return self._logged_through is not None and self._base is not None
+    async def log(self, messages: Sequence[ModelMessage]) -> None:
+        """`sync_log` without blocking the loop: the first call of a run reads where the log stands from the store
+        (off the loop, bounded by `calls`); later ones only queue appends for the log's own thread."""
+        if self._logged_through is not None and self._base is not None:
+            self.sync_log(messages)
+        else:
+            await self.calls(self.sync_log, messages)
 
     def log_failure(self) -> BaseException | None:
         """An append to the session log that failed in the background since the last call (retried later)."""
@@ -408,10 +411,7 @@ class SessionCompactor:
         decides when to stop). Returns the new history (the input list itself when nothing changed) and a report.
         """
         low_water = 0 if exhaustive else self.policy.low_water_tokens
-        if self.log_ready:
-            self.sync_log(messages)
-        else:  # the first call of a run (a harness tier's): where the log stands is read from the store, bounded
-            await self.calls(self.sync_log, messages)
+        await self.log(messages)
         await self.calls(self.flush_log)  # the log holds every message before the compaction that follows them
         before = self.counter.count_messages(messages)
         report = CompactionReport(trigger=trigger, tokens_before=before, tokens_after=before)

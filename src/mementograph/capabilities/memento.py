@@ -636,12 +636,8 @@ class MementoCompaction(AbstractCapability[AgentDepsT]):
     async def _log_final(self, messages: list[ModelMessage], ctx: RunContext[AgentDepsT]) -> None:
         """Queue the messages the log does not hold yet; even while the store hangs, they are queued (and written
         if it answers before the process ends)."""
-        compactor = self._state.compactor
         try:
-            if compactor is not None and compactor.log_ready and self._state.run_id == ctx.run_id:
-                compactor.sync_log(messages)  # no store read: the log's own thread appends
-            else:  # no request reached the store: where the log stands is read now, bounded
-                await self.store_calls()(self._start_log, ctx, messages)
+            await self._logging_compactor(ctx, messages)
         except Exception as exc:
             _log_incomplete(exc)
 
@@ -676,12 +672,7 @@ class MementoCompaction(AbstractCapability[AgentDepsT]):
         """Log new messages; past the high-water mark, compact (archive first, then rewrite the history)."""
         try:
             _stamp_pending_request(ctx)
-            state = self._state
-            if state.compactor is not None and state.compactor.log_ready and state.run_id == ctx.run_id:
-                compactor = self.compactor(ctx)  # no store read: the mark may follow the page index's size
-                compactor.sync_log(ctx.messages)  # and appends go to the log's own thread
-            else:  # opens the store and reads where the log stands: off the loop, bounded
-                compactor = await self.store_calls()(self._start_log, ctx)
+            compactor = await self._logging_compactor(ctx, ctx.messages)
             tokens = compactor.tokens(ctx.messages, exact_above=compactor.policy.high_water_tokens)
         except Exception as exc:
             await self._skipped(ctx, f'memory unavailable: {type(exc).__name__}: {exc}', error=exc)
@@ -698,9 +689,15 @@ class MementoCompaction(AbstractCapability[AgentDepsT]):
         self._warn_near_limit(ctx, tokens)
         return request_context
 
-    def _start_log(self, ctx: RunContext[AgentDepsT], messages: list[ModelMessage] | None = None) -> SessionCompactor:
-        compactor = self.compactor(ctx)
-        compactor.sync_log(ctx.messages if messages is None else messages)
+    async def _logging_compactor(self, ctx: RunContext[AgentDepsT], messages: list[ModelMessage]) -> SessionCompactor:
+        """This run's compactor with `messages` queued for the session log. Making it opens the store, so that (and
+        the first read of where the log stands) happens off the loop, bounded by `store_timeout`."""
+        state = self._state
+        if state.compactor is not None and state.run_id == ctx.run_id:
+            compactor = self.compactor(ctx)  # no store I/O: the mark may follow the page index's size
+        else:
+            compactor = await self.store_calls()(self.compactor, ctx)
+        await compactor.log(messages)
         return compactor
 
     def _warn_near_limit(self, ctx: RunContext[AgentDepsT], tokens: int) -> None:
