@@ -23,8 +23,14 @@ from pathlib import Path
 
 import pytest
 
+from mcp import Client
+
 from mementograph import MementoCompaction, MementoWarning, open_store
+from mementograph.eval import DialogueIngestor
 from mementograph.knowledge_graph.store import GraphStore
+from mementograph.mcp import create_server
+from tests.mcp_server._client import error, ok, texts
+from tests.recall.conftest import small_dialogue
 from tests.reliability._checks import outage_problems, session_problems, verify_problems
 from tests.reliability._server import PrivateNeo4j
 from tests.reliability._session import Recorder, StepModel, final_text, run_session
@@ -199,8 +205,70 @@ async def test_a_run_ending_while_the_store_is_stuck_returns_and_its_log_complet
     assert verify_problems(store, namespace=unique_namespace, session_id='ending') == []
 
 
+async def _serve_through_a_hang(
+    store: GraphStore, namespace: str, freeze: Callable[[], None], thaw: Callable[[], None],
+    caplog: pytest.LogCaptureFixture,
+) -> None:  # fmt: skip
+    """An MCP client's calls while the store stops answering, then answers again: the call that meets the hang
+    fails after `store_timeout` and says why, the next fails at once, and once the store answers they work."""
+    await DialogueIngestor(min_tokens=40, namespace=namespace).ingest(store, small_dialogue('served'))
+    server = create_server(store, namespace=namespace, store_timeout=STORE_TIMEOUT)
+    caplog.set_level(logging.INFO, logger='mementograph')
+    async with Client(server) as client:
+        assert 'served' in ok(await client.call_tool('stats', {}))
+        freeze()
+        try:
+            started = time.monotonic()
+            said = error(await asyncio.wait_for(client.call_tool('recall', {'query': 'adoption agencies'}), RUN_BOUND))
+            waited = time.monotonic() - started
+            assert 'did not answer recall within 5 s' in said, said
+            assert STORE_TIMEOUT * 0.9 <= waited < STORE_TIMEOUT + 10, waited
+            started = time.monotonic()
+            said = error(await client.call_tool('stats', {}))
+            assert 'has not answered recall for' in said and time.monotonic() - started < 2.0, said
+        finally:
+            thaw()
+        deadline = time.monotonic() + RUN_BOUND / 2
+        while (answer := await client.call_tool('recall', {'query': 'adoption agencies'})).is_error:
+            assert time.monotonic() < deadline, texts(answer)
+            await asyncio.sleep(0.2)
+    assert 'adoption' in ok(answer)
+    assert any('the store answered recall again' in r.getMessage() for r in caplog.records)
+
+
+async def test_an_mcp_server_through_a_sqlite_lock_held_then_released(
+    locked_sqlite: LockedSqlite, unique_namespace: str, caplog: pytest.LogCaptureFixture
+) -> None:
+    """A read needs the write lock when its index has writes to catch up on (the store indexes on first read)."""
+    holder = locked_sqlite.holder
+    await _serve_through_a_hang(
+        locked_sqlite.store, unique_namespace, lambda: holder.execute('BEGIN IMMEDIATE'),
+        lambda: holder.execute('ROLLBACK'), caplog,
+    )  # fmt: skip
+
+
+@pytest.mark.neo4j
+async def test_an_mcp_server_through_a_frozen_neo4j_server(
+    private_neo4j: PrivateNeo4j, unique_namespace: str, caplog: pytest.LogCaptureFixture
+) -> None:
+    store = open_store(private_neo4j.uri)
+    pid = private_neo4j.pid()
+    try:
+        await _serve_through_a_hang(
+            store, unique_namespace, lambda: os.kill(pid, signal.SIGSTOP), lambda: os.kill(pid, signal.SIGCONT),
+            caplog,
+        )  # fmt: skip
+    finally:
+        os.kill(pid, signal.SIGCONT)  # harmless when it runs already
+        for session in store.list_sessions(namespace=unique_namespace):
+            store.delete_session(session.id, namespace=unique_namespace)
+        store.close()
+
+
 def test_store_timeout_must_be_positive_or_none() -> None:
     for bad in (0, -1.0):
         with pytest.raises(ValueError, match='store_timeout'):
             MementoCompaction('memory://', store_timeout=bad)
+        with pytest.raises(ValueError, match='store_timeout'):
+            create_server(open_store('memory://'), store_timeout=bad)
     assert MementoCompaction('memory://', store_timeout=None).store_timeout is None

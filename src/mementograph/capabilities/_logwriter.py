@@ -5,22 +5,34 @@ bolt (plus redaction, with a hook); none of it has to delay the model request. O
 arrival order, a failed append stays pending and is retried with the next one (appends are idempotent by message
 index), and `flush()` makes everything submitted durable before a compaction is written or the run ends. With a hook,
 the writer shares the compactor's `MessageRedactor`, so a message archived later is not redacted a second time.
+
+The thread is a daemon: a writer that `close` left waiting on a store that does not answer is given up to its
+`store_timeout` once more when the process exits, and what it still holds is then reported, not waited for without
+end. Those messages are not lost for good: they are in the run's result, and a run that continues the session
+(`message_history`) appends whatever the log is missing.
 """
 
 from __future__ import annotations
 
+import atexit
+import contextlib
+import logging
 import threading
+import time
 from collections import deque
 from collections.abc import Sequence
-from concurrent.futures import Future, ThreadPoolExecutor
+from concurrent.futures import Future
 
 from pydantic_ai.messages import ModelMessage
 
+from .._daemon import DaemonExecutor
 from .._redact import MessageRedactor
 from ..knowledge_graph import SessionEvent
 from ..knowledge_graph.store import GraphStore, StoreTimeoutError
 
 __all__ = ('SessionLogWriter',)
+
+logger = logging.getLogger('mementograph')
 
 
 class SessionLogWriter:
@@ -35,7 +47,7 @@ class SessionLogWriter:
         self._namespace = namespace
         self._pending: deque[tuple[int, ModelMessage]] = deque()
         self._lock = threading.Lock()
-        self._executor: ThreadPoolExecutor | None = None
+        self._executor: DaemonExecutor | None = None
         self._last: Future[None] | None = None
         self._reported: Future[None] | None = None
 
@@ -46,7 +58,7 @@ class SessionLogWriter:
         with self._lock:
             self._pending.extend(items)
         if self._executor is None:
-            self._executor = ThreadPoolExecutor(max_workers=1, thread_name_prefix='mementograph-log')
+            self._executor = DaemonExecutor(max_workers=1, name='mementograph-log')
         self._last = self._executor.submit(self._drain)
 
     def _drain(self) -> None:
@@ -93,14 +105,58 @@ class SessionLogWriter:
                 'not yet written; they are written if the store answers while this process runs'
             ) from None
 
+    def waiting(self) -> int:
+        """How many messages are queued and not yet in the store."""
+        with self._lock:
+            return len(self._pending)
+
     def close(self, timeout: float | None = None) -> None:
         """Flush, then stop the worker thread; a worker still waiting on the store after `timeout` is left to
-        finish on its own (its messages are written if the store answers while the process runs)."""
+        finish on its own (its messages are written if the store answers while the process runs, and the process
+        waits for it at most `timeout` more when it exits)."""
         executor = self._executor
         try:
             self.flush(timeout)
         finally:
             if executor is not None:
                 self._executor = None
-                stuck = self._last is not None and not self._last.done()
+                last = self._last
+                stuck = last is not None and not last.done()
                 executor.shutdown(wait=not stuck)
+                if stuck and last is not None:
+                    _left_waiting[:] = [left for left in _left_waiting if left[0].waiting()]
+                    _left_waiting.append((self, last, timeout))
+
+    def describe(self) -> str:
+        """Whose log this is, for messages."""
+        return f'session {self._session_id!r} (namespace {self._namespace!r})'
+
+
+_left_waiting: list[tuple[SessionLogWriter, Future[None], float | None]] = []
+"""Writers that `close` left waiting on the store, with their last append and `store_timeout`."""
+
+
+@atexit.register
+def _wait_at_exit() -> None:
+    """Give each writer left waiting its `store_timeout` once more (all at once), then report what is unwritten.
+
+    Registered when this module is imported, hence after `logging`, so it runs before logging shuts down (atexit
+    runs last in, first out) and the report reaches the handlers (stderr when none are configured).
+    """
+    if not _left_waiting:
+        return
+    started = time.monotonic()
+    for writer, last, timeout in _left_waiting:
+        remaining = None if timeout is None else max(0.0, started + timeout - time.monotonic())
+        with contextlib.suppress(BaseException):  # still waiting, or failed: what it holds is reported below
+            last.result(remaining)
+        unwritten = writer.waiting()
+        if unwritten:
+            logger.warning(
+                'mementograph: %d messages of %s were not written to the session log: the store did not answer '
+                "before the process exited. They are in the run's result; a run that continues the session "
+                '(message_history) writes them.',
+                unwritten,
+                writer.describe(),
+            )
+    _left_waiting.clear()

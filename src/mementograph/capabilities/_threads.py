@@ -7,6 +7,7 @@ and says why. Nothing is lost: an eviction is applied only after its write retur
 late wrote deterministic ids, which the next compaction writes again idempotently. Until the abandoned call
 returns, every further call fails at once instead of queueing behind it, so a hung store costs one wait, not one
 per request, holds one thread, and is warned about twice: when the wait runs out and when the store answers again.
+The threads are daemons (`_daemon.py`): a call still hung when the process ends does not keep it from exiting.
 """
 
 from __future__ import annotations
@@ -19,8 +20,8 @@ from functools import partial
 from typing import Any, TypeVar
 
 import anyio
-from anyio import to_thread
 
+from .._daemon import run_in_daemon_thread
 from ..knowledge_graph.store import StoreTimeoutError
 
 __all__ = ('StoreCalls', 'in_thread')
@@ -29,6 +30,8 @@ logger = logging.getLogger('mementograph')
 
 T = TypeVar('T')
 
+_THREAD = 'mementograph-store'
+
 
 async def in_thread(fn: Callable[..., T], /, *args: Any, **kwargs: Any) -> T:
     """Run a blocking store call in a worker thread and wait for it, however long it takes.
@@ -36,7 +39,7 @@ async def in_thread(fn: Callable[..., T], /, *args: Any, **kwargs: Any) -> T:
     The stores are thread-safe (SQLite behind a lock, Neo4j through its driver's pool). Cancellation waits for the
     call to finish rather than abandoning it, so a cancelled run never leaves a write of unknown outcome behind.
     """
-    return await to_thread.run_sync(partial(fn, *args, **kwargs))
+    return await run_in_daemon_thread(partial(fn, *args, **kwargs), abandon_on_cancel=False, name=_THREAD)
 
 
 class StoreCalls:
@@ -87,7 +90,7 @@ class StoreCalls:
 
         started = time.monotonic()
         with anyio.move_on_after(self.timeout, shield=True):
-            return await to_thread.run_sync(call, abandon_on_cancel=True)
+            return await run_in_daemon_thread(call, abandon_on_cancel=True, name=_THREAD)
         name = getattr(fn, '__name__', type(fn).__name__)
         self._abandoned = (name, started, returned)
         raise StoreTimeoutError(

@@ -60,6 +60,7 @@ def _mcp(args: argparse.Namespace) -> int:
             session_id=args.session,
             embedding=embedding,
             store_vectors=args.store_vectors,
+            store_timeout=args.store_timeout,
         )
         where = f'namespace {args.namespace!r}' + (f', session {args.session!r}' if args.session else '')
         try:
@@ -92,6 +93,16 @@ def _check_port(host: str, port: int) -> None:
             raise CliError(f'cannot listen on {host}:{port}: {exc.strerror or exc}; choose another --port') from None
 
 
+def _seconds(value: str) -> float:
+    try:
+        seconds = float(value)
+    except ValueError:
+        seconds = 0.0
+    if not seconds > 0:
+        raise argparse.ArgumentTypeError(f'must be a positive number of seconds, got {value!r}')
+    return seconds
+
+
 def register(commands: argparse._SubParsersAction[argparse.ArgumentParser]) -> None:
     """Add the `mcp` command."""
     parser = commands.add_parser(
@@ -112,6 +123,14 @@ def register(commands: argparse._SubParsersAction[argparse.ArgumentParser]) -> N
     parser.add_argument('--port', type=int, help='port with --http (default: 8765)')
     add_embedding_option(parser, 'recall then ranks hybrid (entities, words and meaning)')
     add_store_vectors_option(parser)
+    parser.add_argument(
+        '--store-timeout',
+        type=_seconds,
+        default=30.0,
+        metavar='SECONDS',
+        help='how long a tool call waits for the store (default: 30); past it the call fails with a message, and '
+        'so does every call until the store answers again',
+    )
     parser.add_argument(
         '--token',
         help='bearer token HTTP clients must send (default: $MEMENTOGRAPH_MCP_TOKEN; prefer the variable, '

@@ -5,17 +5,21 @@ server is pinned to a session, of another session) is simply not found. Answers 
 (~3k tokens, like the agent's own memory tools) and long ones are split into parts the caller asks for in turn.
 Anticipated failures (unknown id, refused write, bad Cypher, store down) come back as MCP tool errors with a
 message saying what to do; the SDK turns anything else into a generic tool error, so no call ends the server.
+A store that stops answering (a frozen Neo4j server, a lock never released) is waited for at most `store_timeout`
+per call, as the capability waits for it: the call fails with a message, and while the call given up on has not
+returned, the calls after it fail at once instead of each holding a thread for as long as the store hangs.
 """
 
 from __future__ import annotations
 
+import functools
 import json
 import logging
-from collections.abc import Iterator, Sequence
+from collections.abc import Awaitable, Callable, Iterator, Sequence
 from contextlib import contextmanager
 from dataclasses import asdict, dataclass
 from datetime import UTC, datetime
-from typing import Annotated, Any, Final
+from typing import Annotated, Any, Final, TypeVar
 
 from mcp.server.mcpserver import MCPServer
 from mcp.server.mcpserver.exceptions import ToolError
@@ -24,6 +28,7 @@ from pydantic import Field
 from pydantic_ai.embeddings import EmbeddingModel
 
 from .._tokens import TokenizerUnavailableError
+from ..capabilities._threads import StoreCalls
 from ..knowledge_graph import DEFAULT_NAMESPACE, PageRecord
 from ..knowledge_graph.dense import BackgroundSync, DenseIndex, embedding_model
 from ..knowledge_graph.recall import AmbiguousPageError, find_page, recall, render_recall, retrieve_page
@@ -35,6 +40,7 @@ from ..knowledge_graph.store import (
     ReadOnlyViolationError,
     ScopeViolationError,
     StoreError,
+    StoreTimeoutError,
     recover_chain,
 )
 from ..knowledge_graph.store._cypher import DEFAULT_QUERY_TIMEOUT, check_scope
@@ -56,6 +62,9 @@ MAX_CELL_CHARS: Final = 2_000
 MAX_SESSIONS_LISTED: Final = 50
 
 _READ_ONLY: Final = ToolAnnotations(read_only_hint=True, destructive_hint=False, idempotent_hint=True)
+_TOOLS: Final = ('recall', 'recover_block', 'list_pages', 'retrieve_page', 'query_memory', 'stats')
+
+T = TypeVar('T')
 
 
 @dataclass(frozen=True)
@@ -464,6 +473,7 @@ def create_server(
     session_id: str | None = None,
     embedding: EmbeddingModel | str | None = None,
     store_vectors: bool = True,
+    store_timeout: float | None = 30.0,
 ) -> MCPServer[Any]:
     """An MCP server exposing `store` read-only through `recall`, `recover_block`, `list_pages`, `retrieve_page`,
     `query_memory` and `stats`.
@@ -482,9 +492,12 @@ def create_server(
         store_vectors: write the vectors this server makes beside their blocks, so the next server (or
             `mementograph recall`) reads them instead of embedding again (a 100k-block archive takes hours).
             Derived data, as an index is: the tools still never change memory. `False` leaves the store as it is.
+        store_timeout: seconds a tool call waits for the store; past it the call fails with a message saying so,
+            and so does every call while the one given up on has not returned. `None` waits as long as it takes.
     """
     from .. import __version__
 
+    calls = StoreCalls(store_timeout)  # a bad value fails here, before anything starts
     scope = MemoryScope(namespace=namespace, session_id=session_id or None)
     dense = None if embedding is None else DenseIndex(embedding_model(embedding), persist=store_vectors)
     tools = MemoryTools(store, scope, dense)
@@ -492,6 +505,20 @@ def create_server(
     server: MCPServer[Any] = MCPServer(
         'mementograph', instructions=_instructions(scope), version=__version__, log_level='WARNING'
     )
-    for name in ('recall', 'recover_block', 'list_pages', 'retrieve_page', 'query_memory', 'stats'):
-        server.add_tool(getattr(tools, name), name=name, annotations=_READ_ONLY, structured_output=name == 'stats')
+    for name in _TOOLS:
+        tool = _bounded(getattr(tools, name), calls)
+        server.add_tool(tool, name=name, annotations=_READ_ONLY, structured_output=name == 'stats')
     return server
+
+
+def _bounded(tool: Callable[..., T], calls: StoreCalls) -> Callable[..., Awaitable[T]]:
+    """`tool` in a thread of its own, waited for at most `calls.timeout` (its signature, hence its schema, kept)."""
+
+    @functools.wraps(tool)
+    async def bounded(**arguments: Any) -> T:
+        try:
+            return await calls(tool, **arguments)
+        except StoreTimeoutError as exc:
+            raise ToolError(f'{exc}. Try again once the store answers.') from exc
+
+    return bounded

@@ -28,12 +28,13 @@ import math
 import threading
 from collections import defaultdict
 from collections.abc import Callable, Sequence
-from concurrent.futures import Future, ThreadPoolExecutor
+from concurrent.futures import Future
 from dataclasses import dataclass, field
 from datetime import datetime
 from difflib import SequenceMatcher
 from typing import Final, Literal, Protocol
 
+from ..._daemon import DaemonExecutor
 from .._schema import DEFAULT_NAMESPACE, EntityRecord
 from ..dense import DenseRanker
 from ..entities import entity_key
@@ -730,16 +731,17 @@ def _prefer(
     return boosted + ranking[config.prefer_candidates :]
 
 
-_pool: ThreadPoolExecutor | None = None
+_pool: DaemonExecutor | None = None
 _pool_lock = threading.Lock()
 
 
-def _background() -> ThreadPoolExecutor:
-    """Threads for the full-text half of fused recalls (stores are thread-safe: the `GraphStore` contract)."""
+def _background() -> DaemonExecutor:
+    """Threads for the full-text half of fused recalls (stores are thread-safe: the `GraphStore` contract), daemons
+    so that a search stuck on a store that stopped answering does not keep the process from exiting."""
     global _pool
     with _pool_lock:
         if _pool is None:
-            _pool = ThreadPoolExecutor(max_workers=4, thread_name_prefix='mementograph-recall')
+            _pool = DaemonExecutor(max_workers=4, name='mementograph-recall')
         return _pool
 
 
