@@ -42,7 +42,9 @@ def main(argv: list[str]) -> None:
     args = parser.parse_args(argv)
 
     store = open_store(f'sqlite://{args.store_path}?busy_timeout=600')
-    agent = Agent(FunctionModel(_model), capabilities=[MementoCompaction(store=store, store_timeout=args.store_timeout)])
+    agent = Agent(
+        FunctionModel(_model), capabilities=[MementoCompaction(store=store, store_timeout=args.store_timeout)]
+    )
 
     @agent.tool_plain
     def note(text: str) -> str:

@@ -22,7 +22,6 @@ from dataclasses import dataclass
 from pathlib import Path
 
 import pytest
-
 from mcp import Client
 
 from mementograph import MementoCompaction, MementoWarning, open_store
