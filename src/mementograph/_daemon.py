@@ -22,7 +22,7 @@ from typing import Any, TypeVar
 
 import anyio
 
-__all__ = ('DaemonExecutor', 'run_in_daemon_thread')
+__all__ = ('DaemonExecutor', 'run_in_daemon_thread', 'start_in_daemon_thread')
 
 T = TypeVar('T')
 
@@ -120,3 +120,17 @@ async def run_in_daemon_thread(call: Callable[[], T], *, abandon_on_cancel: bool
     with anyio.CancelScope(shield=True):
         result = await outcome
     return result
+
+
+def start_in_daemon_thread(call: Callable[[], T], *, name: str) -> Future[T]:
+    """`call()` started in a new daemon thread; its outcome is the future's (wait with `result(timeout)`)."""
+    outcome: Future[T] = Future()
+
+    def target() -> None:
+        try:
+            outcome.set_result(call())
+        except BaseException as exc:
+            outcome.set_exception(exc)
+
+    threading.Thread(target=target, name=name, daemon=True).start()
+    return outcome

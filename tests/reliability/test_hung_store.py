@@ -23,6 +23,9 @@ from pathlib import Path
 
 import pytest
 from mcp import Client
+from pydantic_ai import Agent
+from pydantic_ai.messages import ModelMessage, ModelResponse, TextPart, ToolCallPart
+from pydantic_ai.models.function import AgentInfo, FunctionModel
 
 from mementograph import MementoCompaction, MementoWarning, open_store
 from mementograph.eval import DialogueIngestor
@@ -202,6 +205,55 @@ async def test_a_run_ending_while_the_store_is_stuck_returns_and_its_log_complet
     problems = session_problems(store, 'ending', namespace=unique_namespace, originals=recorder.originals, live=live)
     assert problems == []
     assert verify_problems(store, namespace=unique_namespace, session_id='ending') == []
+
+
+async def test_a_run_to_be_forgotten_ending_while_the_store_is_stuck_returns_and_is_deleted_later(
+    locked_sqlite: LockedSqlite, unique_namespace: str, caplog: pytest.LogCaptureFixture
+) -> None:
+    """`retention='run'`: the lock is taken during the last model call and held past the run's end. The run returns
+    after one `store_timeout`, says the session is not deleted yet, and once the lock goes the delete happens, says
+    so, and nothing writes the session back (the log append still waiting goes first, and what was only queued is
+    dropped)."""
+    store, holder = locked_sqlite.store, locked_sqlite.holder
+    reader = open_store(f'sqlite://{locked_sqlite.path}')  # its own connection: the run's store waits on the lock
+    try:
+
+        def model(messages: list[ModelMessage], info: AgentInfo) -> ModelResponse:
+            if len(messages) == 1:
+                return ModelResponse(parts=[ToolCallPart('note', {'text': 'x' * 400})])
+            _wait_for_log(reader, 'forgotten', unique_namespace, 1)  # something of the session is in the store
+            holder.execute('BEGIN IMMEDIATE')
+            return ModelResponse(parts=[TextPart('done')])
+
+        capability = MementoCompaction(
+            store, session_id='forgotten', namespace=unique_namespace, retention='run', store_timeout=STORE_TIMEOUT
+        )
+        agent = Agent(FunctionModel(model), capabilities=[capability])
+
+        @agent.tool_plain
+        def note(text: str) -> str:
+            return f'noted {len(text)} characters'
+
+        started = time.monotonic()
+        with warnings.catch_warnings(record=True) as caught:
+            warnings.simplefilter('always')
+            await asyncio.wait_for(agent.run('Take a note.'), RUN_BOUND)
+        assert time.monotonic() - started < STORE_TIMEOUT + 10
+        said = [str(w.message) for w in caught if issubclass(w.category, MementoWarning)]
+        assert any("could not delete session 'forgotten'" in s and 'did not answer delete_session' in s for s in said)
+        assert [s.id for s in reader.list_sessions(namespace=unique_namespace)] == ['forgotten']
+        with caplog.at_level(logging.WARNING, logger='mementograph'):
+            holder.execute('ROLLBACK')
+            deadline = time.monotonic() + RUN_BOUND / 2
+            while reader.list_sessions(namespace=unique_namespace):
+                assert time.monotonic() < deadline, 'the session was not deleted once the store answered again'
+                await asyncio.sleep(0.05)
+            await asyncio.sleep(1.0)  # nothing writes it back
+        assert reader.list_sessions(namespace=unique_namespace) == []
+        assert reader.last_message_index('forgotten', namespace=unique_namespace) == -1
+    finally:
+        reader.close()
+    assert any("session 'forgotten' is deleted" in r.getMessage() for r in caplog.records)
 
 
 async def _serve_through_a_hang(

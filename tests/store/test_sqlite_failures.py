@@ -187,3 +187,18 @@ def test_env_var_selects_the_store(tmp_path: Path, monkeypatch: pytest.MonkeyPat
     monkeypatch.setenv('MEMENTOGRAPH_STORE', f'sqlite://{tmp_path / "env.db"}')
     assert open_store().uri == f'sqlite://{tmp_path / "env.db"}'
     assert open_store('memory://').uri == 'memory://'  # explicit wins
+
+
+def test_an_absolute_path_with_four_slashes_is_the_same_file(tmp_path: Path) -> None:
+    """`sqlite:////abs/x.db` (SQLAlchemy's form) names /abs/x.db, and messages and `uri` show it so."""
+    three = open_store(f'sqlite://{tmp_path / "m.db"}')
+    four = open_store(f'sqlite:///{tmp_path / "m.db"}')
+    try:
+        assert four.uri == three.uri == f'sqlite://{tmp_path / "m.db"}'
+    finally:
+        three.close()
+        four.close()
+    with pytest.raises(StoreUnavailableError) as info:
+        four.list_sessions()
+    assert f'{tmp_path / "m.db"} failed: Cannot operate on a closed database' in str(info.value)
+    assert 'corrupt' not in str(info.value)

@@ -16,6 +16,7 @@ import inspect
 import json
 import warnings
 from collections.abc import Awaitable, Callable, Sequence
+from concurrent.futures import Future
 from dataclasses import dataclass, field, replace
 from datetime import datetime
 from typing import Final, Literal
@@ -384,6 +385,12 @@ class SessionCompactor:
         if self._writer is not None:
             writer, self._writer = self._writer, None
             writer.close(self.calls.timeout)
+
+    def discard_log(self) -> Future[None] | None:
+        """Stop the log's writer without writing what it still holds (the session is about to be deleted); returns
+        its append still running, if any, which the delete must wait for."""
+        writer, self._writer = self._writer, None
+        return None if writer is None else writer.discard()
 
     def archived(self, messages: Sequence[ModelMessage]) -> list[ModelMessage]:
         """`messages` as the store gets them: redacted when there is a `redact` hook (raises `RedactionError`).

@@ -50,6 +50,7 @@ class SessionLogWriter:
         self._executor: DaemonExecutor | None = None
         self._last: Future[None] | None = None
         self._reported: Future[None] | None = None
+        self._discarded = False
 
     def submit(self, items: Sequence[tuple[int, ModelMessage]]) -> None:
         """Queue `(message_index, message)` pairs for appending."""
@@ -63,7 +64,7 @@ class SessionLogWriter:
 
     def _drain(self) -> None:
         with self._lock:
-            batch = list(self._pending)
+            batch = [] if self._discarded else list(self._pending)
         if not batch:
             return
         messages = [message for _, message in batch]
@@ -126,6 +127,16 @@ class SessionLogWriter:
                 if stuck and last is not None:
                     _left_waiting[:] = [left for left in _left_waiting if left[0].waiting()]
                     _left_waiting.append((self, last, timeout))
+
+    def discard(self) -> Future[None] | None:
+        """Write nothing more (the session is about to be deleted) and stop the worker; returns the append still
+        running, if any: a delete must wait for it, or the append could write the session back afterwards."""
+        with self._lock:
+            self._discarded = True
+        executor, self._executor = self._executor, None
+        if executor is not None:
+            executor.shutdown(wait=False)
+        return None if self._last is None or self._last.done() else self._last
 
     def describe(self) -> str:
         """Whose log this is, for messages."""

@@ -21,12 +21,14 @@ archived:
 
 from __future__ import annotations
 
+import contextlib
 import copy
 import inspect
 import logging
 import threading
 import warnings
 from collections.abc import Awaitable, Callable
+from concurrent.futures import Future
 from dataclasses import KW_ONLY, dataclass, field, replace
 from datetime import tzinfo
 from functools import partial
@@ -39,6 +41,7 @@ from pydantic_ai.messages import InstructionPart, ModelMessage, ModelRequest, Sy
 from pydantic_ai.tools import AgentDepsT
 from pydantic_ai.toolsets import AbstractToolset
 
+from .._daemon import start_in_daemon_thread
 from .._redact import Redactor, redact_secrets
 from .._tokens import TokenCounter, encoding_for_model
 from ..knowledge_graph import DEFAULT_NAMESPACE
@@ -643,19 +646,23 @@ class MementoCompaction(AbstractCapability[AgentDepsT]):
 
     def _end_run(self) -> None:
         state = self._state
-        if state.compactor is not None:  # the log goes with the run unless permanent: stop its writer first
+        compactor = state.compactor
+        in_flight: Future[None] | None = None  # a log append the delete must not overtake
+        if compactor is not None:  # the log goes with the run unless permanent: stop its writer first
             try:
-                state.compactor.close()
+                if self.retention == 'run':
+                    in_flight = compactor.discard_log()
+                else:
+                    compactor.close()
             except Exception as exc:
                 _log_incomplete(exc)
-        if self.retention == 'run' and state.compactor is not None:
-            compactor = state.compactor
+        if self.retention == 'run' and compactor is not None:
             reason = f'could not delete session {compactor.session_id!r} at the end of the run (retention=run)'
             busy = self.store_calls().busy()
             try:
                 if busy is not None:  # a call to the store is hung: the delete would hang behind it
                     raise StoreTimeoutError(busy)
-                compactor.store.delete_session(compactor.session_id, namespace=compactor.namespace)
+                self._delete_session(compactor, in_flight)
             except Exception as exc:
                 logger.warning('mementograph: %s: %s: %s', reason, type(exc).__name__, exc)
                 warnings.warn(f'mementograph: {reason}: {exc}', MementoWarning, stacklevel=3)
@@ -665,6 +672,27 @@ class MementoCompaction(AbstractCapability[AgentDepsT]):
                 scratch.close()
             except Exception:  # an in-memory database; nothing to lose
                 logger.debug('mementograph: closing the run store failed', exc_info=True)
+
+    def _delete_session(self, compactor: SessionCompactor, in_flight: Future[None] | None) -> None:
+        """Delete the run's session once the log's last append has returned, waiting at most `store_timeout`."""
+        session = compactor.session_id
+
+        def delete() -> None:
+            if in_flight is not None:
+                with contextlib.suppress(BaseException):  # failed or not, it has stopped writing
+                    in_flight.result()
+            compactor.store.delete_session(session, namespace=compactor.namespace)
+
+        deleting = start_in_daemon_thread(delete, name='mementograph-store')
+        try:
+            deleting.result(self.store_timeout)
+        except TimeoutError:
+            deleting.add_done_callback(partial(_report_late_delete, session))
+            raise StoreTimeoutError(
+                f'the store did not answer delete_session within {self.store_timeout:g} s (store_timeout); the '
+                f'delete goes on if it answers while this process runs, else `mementograph forget --session '
+                f'{session}` deletes the session'
+            ) from None
 
     async def before_model_request(
         self, ctx: RunContext[AgentDepsT], request_context: ModelRequestContext
@@ -713,6 +741,19 @@ class MementoCompaction(AbstractCapability[AgentDepsT]):
             ctx.enqueue(SystemPromptPart(notice, scope='request'))
         except Exception:
             logger.warning('mementograph: %s', notice)
+
+
+def _report_late_delete(session_id: str, deleting: Future[None]) -> None:
+    """The outcome of a `retention='run'` delete the run's end stopped waiting for."""
+    error = deleting.exception()
+    if error is None:
+        logger.warning('mementograph: the store answered: session %r is deleted (retention=run)', session_id)
+    else:
+        logger.warning(
+            'mementograph: could not delete session %r (retention=run): %s: %s; `mementograph forget --session %s` '
+            'deletes it',
+            session_id, type(error).__name__, error, session_id,
+        )  # fmt: skip
 
 
 def _log_incomplete(exc: Exception) -> None:

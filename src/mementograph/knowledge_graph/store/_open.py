@@ -82,7 +82,9 @@ def sqlite_path(uri: str | None = None) -> Path | None:
     if scheme != 'sqlite':
         return None
     path_part = rest.partition('?')[0]
-    return Path(urlsplit(f'file://{path_part}').path if path_part.startswith('/') else path_part).expanduser()
+    if path_part.startswith('/'):  # `sqlite:////abs/x.db` (SQLAlchemy's absolute form) is /abs/x.db as well
+        path_part = '/' + urlsplit(f'file://{path_part}').path.lstrip('/')
+    return Path(path_part).expanduser()
 
 
 def open_store(uri: str | None = None) -> GraphStore:

@@ -727,6 +727,8 @@ class SqliteStore:
             if 'locked' in str(exc) or 'busy' in str(exc):
                 raise StoreBusyError(self._busy_message()) from exc
             raise StoreUnavailableError(f'reading {self._where()} failed: {exc}') from exc
+        except sqlite3.ProgrammingError as exc:  # a misuse, e.g. a closed store: not the file's fault
+            raise StoreUnavailableError(f'reading {self._where()} failed: {exc}') from exc
         except sqlite3.DatabaseError as exc:
             raise StoreUnavailableError(f'{self._where()} is corrupt or unreadable: {exc}') from exc
 
