@@ -8,7 +8,15 @@ import pytest
 
 from mementograph._tokens import TokenCounter
 from mementograph._transcripts import load_transcript
-from mementograph.knowledge_graph.memory import BlockInput, MementoEngine, RubricJudge, segment_blocks
+from mementograph.knowledge_graph.memory import (
+    BlockInput,
+    MementoEngine,
+    RubricJudge,
+    critical_facts,
+    render_block,
+    segment_blocks,
+)
+from mementograph.knowledge_graph.memory._render import parse_regions
 from tests.conftest import shared_data
 
 COUNTER = TokenCounter()
@@ -55,3 +63,22 @@ def test_both_protocols_cover_the_same_history() -> None:
     text = load_transcript(trajectory(SAMPLES[1]), bash_tools=False)
     assert len(tools) == len(text)
     assert segment_blocks(tools, COUNTER)[-1].end == segment_blocks(text, COUNTER)[-1].end == len(tools)
+
+
+def test_cached_region_facts_equal_a_fresh_reading() -> None:
+    """Facts read through the region cache are exactly those of reading every region afresh, for every block of
+    a real trajectory, read twice (the second time from the cache)."""
+    from mementograph.knowledge_graph.memory import _facts
+
+    messages = load_transcript(trajectory(SAMPLES[0]))
+    texts = [render_block(messages[b.start : b.end]) for b in segment_blocks(messages, COUNTER)]
+    hits = _facts._region_adds.cache_info().hits
+    for _ in range(2):
+        for text in texts:
+            fresh = _facts._Collector()
+            for region in parse_regions(text):
+                kind = 'call' if region.kind == 'call' else 'output' if region.kind == 'output' else 'prose'
+                _facts._READERS[kind](region.text, fresh)  # no cache on this path
+            assert critical_facts(text) == fresh.facts
+            _facts._cached_facts.cache_clear()  # the whole-text cache must not answer for the regions
+    assert len(texts) > 10 and _facts._region_adds.cache_info().hits > hits

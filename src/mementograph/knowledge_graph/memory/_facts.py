@@ -490,34 +490,66 @@ def _command_into(command: str, collector: _Collector) -> None:
     _command_lines_into(command, collector)
 
 
+_Reader = Literal['call', 'output', 'prose']
+_READERS: Final = {'call': _command_into, 'output': _output_into, 'prose': _prose_into}
+
+
 def _region_into(region: Region, collector: _Collector) -> None:
-    if region.kind == 'call':
-        _command_into(region.text, collector)
-    elif region.kind == 'output':
-        _output_into(region.text, collector)
-    else:
-        _prose_into(region.text, collector)
+    kind: _Reader = 'call' if region.kind == 'call' else 'output' if region.kind == 'output' else 'prose'
+    _read_into(kind, region.text, collector)
+
+
+class _Recorder(_Collector):
+    """What a reader adds, in order, as it adds it (before cutting and deduplication, which the caller does)."""
+
+    def __init__(self) -> None:
+        super().__init__()
+        self.added: list[tuple[str, FactKind]] = []
+
+    def add(self, text: str, kind: FactKind) -> None:
+        self.added.append((text, kind))
+
+
+_CACHED_REGION_CHARS: Final = 4_000
+"""Regions up to this size keep what they add in a cache (at most ~8 MB of text): the same message is read again
+at every compaction of a growing history (segmentation, then each candidate block, then its memento), often as a
+new object (pydantic-ai copies messages), so caching by identity misses them."""
+
+
+@functools.lru_cache(maxsize=2048)
+def _region_adds(kind: _Reader, text: str) -> tuple[tuple[str, FactKind], ...]:
+    recorder = _Recorder()
+    _READERS[kind](text, recorder)
+    return tuple(recorder.added)
+
+
+def _read_into(kind: _Reader, text: str, collector: _Collector) -> None:
+    if len(text) > _CACHED_REGION_CHARS:
+        _READERS[kind](text, collector)
+        return
+    for fact_text, fact_kind in _region_adds(kind, text):
+        collector.add(fact_text, fact_kind)
+
+
+def _facts(kind: _Reader, text: str) -> list[Fact]:
+    collector = _Collector()
+    _read_into(kind, text, collector)
+    return collector.facts
 
 
 def prose_facts(text: str) -> list[Fact]:
     """Critical facts of prose (what a person or the model wrote)."""
-    collector = _Collector()
-    _prose_into(text, collector)
-    return collector.facts
+    return _facts('prose', text)
 
 
 def command_facts(command: str) -> list[Fact]:
     """Critical facts of a command: its first command line and the files it names."""
-    collector = _Collector()
-    _command_into(command, collector)
-    return collector.facts
+    return _facts('call', command)
 
 
 def output_facts(text: str) -> list[Fact]:
     """Critical facts of a tool output: exit code, error and test lines, diff files, short outputs."""
-    collector = _Collector()
-    _output_into(text, collector)
-    return collector.facts
+    return _facts('output', text)
 
 
 def critical_facts(text: str) -> list[Fact]:
