@@ -62,6 +62,12 @@ class LockedSqlite:
     holder: sqlite3.Connection
     """Another writer: `BEGIN IMMEDIATE` on it takes the file's write lock and keeps it."""
 
+    def freeze(self) -> None:
+        self.holder.execute('BEGIN IMMEDIATE')  # another writer takes the lock and keeps it
+
+    def thaw(self) -> None:
+        self.holder.execute('ROLLBACK')
+
 
 @pytest.fixture
 def locked_sqlite(tmp_path: Path) -> Iterator[LockedSqlite]:
@@ -133,41 +139,39 @@ async def _run_through_a_hang(
 async def test_a_sqlite_write_lock_never_released_then_released(
     locked_sqlite: LockedSqlite, unique_namespace: str, caplog: pytest.LogCaptureFixture
 ) -> None:
-    holder = locked_sqlite.holder
+    await _run_through_a_hang(locked_sqlite.store, unique_namespace, locked_sqlite.freeze, locked_sqlite.thaw, caplog)
 
-    def freeze() -> None:
-        holder.execute('BEGIN IMMEDIATE')  # another writer takes the lock and keeps it
 
-    def thaw() -> None:
-        holder.execute('ROLLBACK')
+@dataclass
+class FrozenNeo4j:
+    store: GraphStore
+    """On a private server (never the shared one), emptied of the test's namespace afterwards."""
+    pid: int
 
-    await _run_through_a_hang(locked_sqlite.store, unique_namespace, freeze, thaw, caplog)
+    def freeze(self) -> None:
+        os.kill(self.pid, signal.SIGSTOP)  # the process stays, its sockets accept, nothing answers
+
+    def thaw(self) -> None:
+        os.kill(self.pid, signal.SIGCONT)
+
+
+@pytest.fixture
+def frozen_neo4j(private_neo4j: PrivateNeo4j, unique_namespace: str) -> Iterator[FrozenNeo4j]:
+    frozen = FrozenNeo4j(open_store(private_neo4j.uri), private_neo4j.pid())
+    try:
+        yield frozen
+    finally:
+        frozen.thaw()  # harmless when it runs already
+        for session in frozen.store.list_sessions(namespace=unique_namespace):
+            frozen.store.delete_session(session.id, namespace=unique_namespace)
+        frozen.store.close()
 
 
 @pytest.mark.neo4j
 async def test_a_neo4j_server_frozen_then_resumed(
-    private_neo4j: PrivateNeo4j, unique_namespace: str, caplog: pytest.LogCaptureFixture
+    frozen_neo4j: FrozenNeo4j, unique_namespace: str, caplog: pytest.LogCaptureFixture
 ) -> None:
-    store = open_store(private_neo4j.uri)
-    pid = private_neo4j.pid()
-    frozen: list[bool] = []
-
-    def freeze() -> None:
-        os.kill(pid, signal.SIGSTOP)  # the process stays, its sockets accept, nothing answers
-        frozen.append(True)
-
-    def thaw() -> None:
-        os.kill(pid, signal.SIGCONT)
-        frozen.clear()
-
-    try:
-        await _run_through_a_hang(store, unique_namespace, freeze, thaw, caplog)
-    finally:
-        if frozen:
-            os.kill(pid, signal.SIGCONT)
-        for session in store.list_sessions(namespace=unique_namespace):
-            store.delete_session(session.id, namespace=unique_namespace)
-        store.close()
+    await _run_through_a_hang(frozen_neo4j.store, unique_namespace, frozen_neo4j.freeze, frozen_neo4j.thaw, caplog)
 
 
 async def test_a_run_ending_while_the_store_is_stuck_returns_and_its_log_completes_later(
@@ -291,29 +295,14 @@ async def test_an_mcp_server_through_a_sqlite_lock_held_then_released(
     locked_sqlite: LockedSqlite, unique_namespace: str, caplog: pytest.LogCaptureFixture
 ) -> None:
     """A read needs the write lock when its index has writes to catch up on (the store indexes on first read)."""
-    holder = locked_sqlite.holder
-    await _serve_through_a_hang(
-        locked_sqlite.store, unique_namespace, lambda: holder.execute('BEGIN IMMEDIATE'),
-        lambda: holder.execute('ROLLBACK'), caplog,
-    )  # fmt: skip
+    await _serve_through_a_hang(locked_sqlite.store, unique_namespace, locked_sqlite.freeze, locked_sqlite.thaw, caplog)
 
 
 @pytest.mark.neo4j
 async def test_an_mcp_server_through_a_frozen_neo4j_server(
-    private_neo4j: PrivateNeo4j, unique_namespace: str, caplog: pytest.LogCaptureFixture
+    frozen_neo4j: FrozenNeo4j, unique_namespace: str, caplog: pytest.LogCaptureFixture
 ) -> None:
-    store = open_store(private_neo4j.uri)
-    pid = private_neo4j.pid()
-    try:
-        await _serve_through_a_hang(
-            store, unique_namespace, lambda: os.kill(pid, signal.SIGSTOP), lambda: os.kill(pid, signal.SIGCONT),
-            caplog,
-        )  # fmt: skip
-    finally:
-        os.kill(pid, signal.SIGCONT)  # harmless when it runs already
-        for session in store.list_sessions(namespace=unique_namespace):
-            store.delete_session(session.id, namespace=unique_namespace)
-        store.close()
+    await _serve_through_a_hang(frozen_neo4j.store, unique_namespace, frozen_neo4j.freeze, frozen_neo4j.thaw, caplog)
 
 
 def test_store_timeout_must_be_positive_or_none() -> None:

@@ -11,7 +11,7 @@ from pydantic_ai.messages import ModelRequest, ModelResponse, TextPart, UserProm
 
 from mementograph.knowledge_graph import BlockRecord, Eviction
 from mementograph.knowledge_graph.recall import _values
-from mementograph.knowledge_graph.store import SqliteStore
+from mementograph.knowledge_graph.store import SqliteStore, _sqlite
 
 
 @pytest.fixture
@@ -81,3 +81,40 @@ def test_common_words_are_scored_under_the_rarest(tmp_path: Path, small_limits: 
         hits = store.search_text('badger otter', k=5)
         assert len(hits) == 5
         assert {hit.block_ids[0] for hit in hits} <= {block.id for block in with_otter}
+
+
+def test_a_backlog_is_indexed_in_batches_that_let_other_writers_in(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """The first search after many evictions catches the full-text index up one batch per transaction, so another
+    process's eviction waits for one batch rather than for the whole backlog; the ranking is the one a single pass
+    gives."""
+    texts = [f'module handler number{i} ' + ('quokka ' * (i % 4)) for i in range(25)]
+
+    def ranking(store: SqliteStore, blocks: list[BlockRecord]) -> list[tuple[str, float]]:
+        hits = store.search_text('quokka handler wombat', k=12)
+        text_of = {block.id: block.text for block in blocks}  # after the search: a block may be written during it
+        return [(text_of[hit.block_ids[0]], hit.score) for hit in hits]
+
+    with SqliteStore(tmp_path / 'whole.db') as whole:
+        written = _write(whole, 'backlog', texts) + _write(whole, 'between', ['wombat notes'])
+        expected = ranking(whole, written)
+
+    monkeypatch.setattr(_sqlite, '_TEXT_BATCH', 4)
+    path = tmp_path / 'batched.db'
+    with SqliteStore(path) as store, SqliteStore(path) as other:
+        written = _write(store, 'backlog', texts)
+        commits: list[str] = []
+        store._conn.set_trace_callback(lambda sql: commits.append(sql) if sql == 'COMMIT' else None)
+        original = store._index_text_batch
+
+        def batch_then_another_writer() -> bool:
+            more = original()
+            if more and len(written) == len(texts):  # the lock is free between batches: another connection writes
+                written.extend(_write(other, 'between', ['wombat notes']))
+            return more
+
+        monkeypatch.setattr(store, '_index_text_batch', batch_then_another_writer)
+        got = ranking(store, written)
+    assert len(commits) >= len(texts) // 4 + 1  # one transaction per batch of four blocks
+    assert got == expected and got[0][0] == 'wombat notes'
