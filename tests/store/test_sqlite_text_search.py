@@ -101,6 +101,7 @@ def test_a_backlog_is_indexed_in_batches_that_let_other_writers_in(
         expected = ranking(whole, written)
 
     monkeypatch.setattr(_sqlite, '_TEXT_BATCH', 4)
+    monkeypatch.setattr(_sqlite, '_CATCH_UP_PAUSE', 0.001)
     path = tmp_path / 'batched.db'
     with SqliteStore(path) as store, SqliteStore(path) as other:
         written = _write(store, 'backlog', texts)
@@ -108,11 +109,11 @@ def test_a_backlog_is_indexed_in_batches_that_let_other_writers_in(
         store._conn.set_trace_callback(lambda sql: commits.append(sql) if sql == 'COMMIT' else None)
         original = store._index_text_batch
 
-        def batch_then_another_writer() -> bool:
-            more = original()
-            if more and len(written) == len(texts):  # the lock is free between batches: another connection writes
+        def batch_then_another_writer() -> int:
+            indexed = original()
+            if indexed and len(written) == len(texts):  # the lock is free between batches: another connection writes
                 written.extend(_write(other, 'between', ['wombat notes']))
-            return more
+            return indexed
 
         monkeypatch.setattr(store, '_index_text_batch', batch_then_another_writer)
         got = ranking(store, written)

@@ -11,6 +11,7 @@ import json
 import re
 import sqlite3
 import threading
+import time
 import zlib
 from collections import Counter
 from collections.abc import Collection, Iterator, Mapping, Sequence
@@ -362,8 +363,11 @@ def _scope_tokens(namespace: str, session_id: str) -> str:
 _ID_BATCH: Final = 500
 """Ids bound per `IN (...)` list: far under SQLite's bound-parameter limit, few statements for a long list."""
 _QUEUE_BATCH: Final = 500
-_TEXT_BATCH: Final = 1_000
-"""Blocks (or mementos) the full-text index takes in per transaction when it catches up (~0.3 s of work here)."""
+_TEXT_BATCH: Final = 4_000
+"""Mementos and blocks the full-text index takes in per transaction when it catches up (~1 s of work here)."""
+_CATCH_UP_PAUSE: Final = 0.1
+"""Seconds the full-text catch-up lets the write lock go between batches: SQLite's busy handler retries a waiting
+writer at least every 100 ms, so the pause lets it in (a lock let go for an instant starved it: measured here)."""
 """Evictions (block rows or `mention_queue` rows) whose mentions are indexed per transaction."""
 _REBUILD_QUEUE_ROWS: Final = 1000
 """A backlog this long may be worth rebuilding the by-entity index for (`_index_mentions`)."""
@@ -1340,19 +1344,23 @@ class SqliteStore:
         if current:
             self._text_current = version
             return
-        while self._index_text_batch():
-            pass
+        while self._index_text_batch() == _TEXT_BATCH:  # more may be pending
+            time.sleep(_CATCH_UP_PAUSE)
 
-    def _index_text_batch(self) -> bool:
-        """Index the next `_TEXT_BATCH` mementos, else blocks, past their marks, in one transaction; `False` when
-        none was pending. The write lock is let go between batches, so another process's evictions wait for one
-        batch, not for a whole backlog (about 30 s at 100,000 blocks)."""
+    def _index_text_batch(self) -> int:
+        """Index up to `_TEXT_BATCH` mementos and blocks past their marks (mementos first), in one transaction;
+        returns how many.
+
+        A backlog is indexed batch by batch so that another process's eviction waits for one batch, not for all of
+        it: in one transaction, 30,000 blocks held the write lock for 9 s, past SQLite's default 5 s busy timeout,
+        so a concurrent compaction failed; in batches with a pause between them the longest wait was 1.4 s, for a
+        catch-up ~25% slower (each batch is a new FTS5 segment to merge, plus the pauses).
+        """
         with self._write() as conn:
             marks = dict(conn.execute("SELECT key, value FROM meta WHERE key LIKE 'fts_%'").fetchall())
-            done = int(marks.get('fts_mementos', 0))
             mementos = conn.execute(
                 'SELECT rid, id, namespace, session_id, text FROM mementos WHERE rid > ? ORDER BY rid LIMIT ?',
-                (done, _TEXT_BATCH),
+                (int(marks.get('fts_mementos', 0)), _TEXT_BATCH),
             ).fetchall()
             if mementos:
                 conn.executemany(
@@ -1362,22 +1370,23 @@ class SqliteStore:
                 conn.execute(
                     "INSERT OR REPLACE INTO meta (key, value) VALUES ('fts_mementos', ?)", (str(mementos[-1][0]),)
                 )
-                return True
+            room = _TEXT_BATCH - len(mementos)
+            if not room:
+                return len(mementos)
             done = int(marks.get('fts_blocks', 0))
-            last = done
+            last, indexed = done, 0
             blocks = conn.execute(  # a cursor, not a list: the batch's bytes never sit in memory all at once
                 'SELECT rid, id, namespace, session_id, messages_json FROM blocks WHERE rid > ? ORDER BY rid LIMIT ?',
-                (done, _TEXT_BATCH),
+                (done, room),
             )
             for row in blocks:
                 text = '\n'.join(message_text(m) for m in deserialize_messages(_stored_bytes(row['messages_json'])))
                 namespace, session = row['namespace'], row['session_id']
                 conn.execute(_INSERT_TEXT, (row['id'], namespace, session, _scope_tokens(namespace, session), text))
-                last = row['rid']
-            if last == done:
-                return False
-            conn.execute("INSERT OR REPLACE INTO meta (key, value) VALUES ('fts_blocks', ?)", (str(last),))
-            return True
+                last, indexed = row['rid'], indexed + 1
+            if indexed:
+                conn.execute("INSERT OR REPLACE INTO meta (key, value) VALUES ('fts_blocks', ?)", (str(last),))
+            return len(mementos) + indexed
 
     def _text_memo(self, conn: sqlite3.Connection, docs: int) -> dict[tuple[str, str, int], int]:
         """Figures `search_text` computed on the FTS5 index as it is now: `('df', phrase, cap)`, a phrase's document
