@@ -257,3 +257,26 @@ def test_cli_replay_takes_compaction_settings(chat_file: Path, capsys: pytest.Ca
     for option, value in (('--low-water', '1'), ('--memento-share', '0')):
         assert main([*args, option, value]) == 2
         assert f'{option} must be in' in capsys.readouterr().err
+
+
+def test_cli_replays_files_in_worker_processes_in_input_order(
+    chat_file: Path, tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    """`--jobs 2` replays two files at once, each worker on its own connection to the one SQLite file; the report
+    keeps the order of the command line. Two files of one name (which would race for one fresh session id) are
+    replayed in turn, into `session` and `session.2`."""
+    other = tmp_path / 'other.json'
+    other.write_bytes(chat_file.read_bytes())
+    uri = f'sqlite://{tmp_path / "replay.db"}'
+    args = ['replay', '--budget', '2500', '--json', '--check', '--store', uri, '--jobs', '2']
+    assert main([*args, str(other), str(chat_file)]) == 0
+    data = json.loads(capsys.readouterr().out)
+    assert [Path(f['path']).name for f in data['files']] == ['other.json', 'session.json']
+    assert data['total']['blocks_recovered_exact'] == data['total']['blocks_evicted'] > 0
+    assert main([*args, str(chat_file), str(chat_file)]) == 0
+    assert json.loads(capsys.readouterr().out)['total']['problems'] == 0
+    with open_store(uri) as store:
+        sessions = {s.id for s in store.list_sessions(namespace='replay')}
+    assert sessions == {'other', 'session', 'session.2', 'session.3'}
+    assert main([*args[:-1], '0', str(chat_file)]) == 2
+    assert '--jobs must be at least 1' in capsys.readouterr().err

@@ -4,7 +4,12 @@ from __future__ import annotations
 
 import argparse
 import asyncio
+import multiprocessing
+import os
 import sys
+from collections.abc import Mapping
+from concurrent.futures import ProcessPoolExecutor, as_completed
+from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any, Literal
 
@@ -96,44 +101,80 @@ def _text(reports: list[ReplayReport], total: dict[str, Any], store_uri: str) ->
     return '\n'.join(lines)
 
 
-async def _replay_all(
-    args: argparse.Namespace, store: GraphStore, models: tuple[str | None, str | None]
-) -> list[ReplayReport]:
-    counter = TokenCounter()
-    compressor_model, judge_model = models
-    compressor = None if compressor_model is None else LLMCompressor(compressor_model)
-    judge: Judge | Literal['default'] = 'default' if judge_model is None else CombinedJudge(llm=LLMJudge(judge_model))
-    settings = {
-        name: value
-        for name, value in (('low_water', args.low_water), ('memento_share', args.memento_share))
-        if value is not None
-    }
-    reports: list[ReplayReport] = []
-    many = len(args.paths) > 1
-    with progress_bar('replaying', len(args.paths), enabled=wants_progress(args.json)) as advance:
-        for number, path in enumerate(args.paths, 1):
-            advance(0, f'replaying {Path(path).name}')
-            report = await replay_report(
-                path,
-                store=store,
-                budget=args.budget,
-                namespace=args.namespace,
-                counter=counter,
-                compressor=compressor,
-                judge=judge,
-                settings=settings,
+@dataclass(frozen=True)
+class _Job:
+    """What a replay needs, by value, so a worker process can rebuild it."""
+
+    store_uri: str
+    budget: int
+    namespace: str
+    models: tuple[str | None, str | None]
+    settings: Mapping[str, float] = field(default_factory=dict[str, float])
+
+    def compressor(self) -> LLMCompressor | None:
+        return None if self.models[0] is None else LLMCompressor(self.models[0])
+
+    def judge(self) -> Judge | Literal['default']:
+        return 'default' if self.models[1] is None else CombinedJudge(llm=LLMJudge(self.models[1]))
+
+    async def run(self, path: str, store: GraphStore, counter: TokenCounter) -> ReplayReport:
+        return await replay_report(
+            path, store=store, budget=self.budget, namespace=self.namespace, counter=counter,
+            compressor=self.compressor(), judge=self.judge(), settings=self.settings,
+        )  # fmt: skip
+
+
+def _replay_in_worker(job: _Job, path: str) -> ReplayReport:
+    """One file in a worker process, on its own connection to the store (its own store, for `memory://`)."""
+    store = open_store(job.store_uri)
+    try:
+        return asyncio.run(job.run(path, store, TokenCounter()))
+    finally:
+        store.close()
+
+
+def _jobs(args: argparse.Namespace) -> int:
+    """Worker processes: one per core by default, one when a file's session id could be taken by two at once."""
+    wanted = args.jobs or os.cpu_count() or 1
+    stems = [Path(path).name.removesuffix('.json').removesuffix('.traj') for path in args.paths]
+    if len(set(stems)) < len(stems):  # two files would race for the same fresh session id
+        return 1
+    return max(1, min(wanted, len(args.paths)))
+
+
+def _replay_all(args: argparse.Namespace, store: GraphStore, job: _Job) -> list[ReplayReport]:
+    reports: dict[int, ReplayReport] = {}
+    total = len(args.paths)
+    workers = _jobs(args)
+
+    def done(number: int, report: ReplayReport) -> None:
+        reports[number] = report
+        if total > 1 or args.verbose:
+            print(
+                f'[{len(reports)}/{total}] {report.source}: peak {report.peak_tokens_baseline} -> '
+                f'{report.peak_tokens} ({report.reduction * 100:.0f}% cut), {report.blocks_evicted} blocks '
+                f'evicted, {report.blocks_recovered_exact} exact, {report.seconds:.1f}s',
+                file=sys.stderr,
+                flush=True,
             )
-            reports.append(report)
-            advance()
-            if many or args.verbose:
-                print(
-                    f'[{number}/{len(args.paths)}] {path}: peak {report.peak_tokens_baseline} -> '
-                    f'{report.peak_tokens} ({report.reduction * 100:.0f}% cut), {report.blocks_evicted} blocks '
-                    f'evicted, {report.blocks_recovered_exact} exact, {report.seconds:.1f}s',
-                    file=sys.stderr,
-                    flush=True,
-                )
-    return reports
+
+    with progress_bar('replaying', total, enabled=wants_progress(args.json)) as advance:
+        if workers == 1:
+            counter = TokenCounter()
+            for number, path in enumerate(args.paths):
+                advance(0, f'replaying {Path(path).name}')
+                done(number, asyncio.run(job.run(path, store, counter)))
+                advance()
+        else:
+            # spawned, not forked: a fork copies whatever threads and locks this process holds
+            context = multiprocessing.get_context('spawn')
+            with ProcessPoolExecutor(max_workers=workers, mp_context=context) as pool:
+                futures = {pool.submit(_replay_in_worker, job, path): number for number, path in enumerate(args.paths)}
+                advance(0, f'replaying {total} files in {workers} processes')
+                for future in as_completed(futures):
+                    done(futures[future], future.result())
+                    advance()
+    return [reports[number] for number in range(total)]
 
 
 def _replay(args: argparse.Namespace) -> int:
@@ -147,10 +188,18 @@ def _replay(args: argparse.Namespace) -> int:
         _load_all(args.paths)
     except TranscriptError as exc:
         raise CliError(str(exc)) from exc
+    if args.jobs is not None and args.jobs < 1:
+        raise CliError(f'--jobs must be at least 1, not {args.jobs}', code=2)
     models = checked_model_names(args)
-    store = open_store(args.store or 'memory://')
+    settings = {
+        name: value
+        for name, value in (('low_water', args.low_water), ('memento_share', args.memento_share))
+        if value is not None
+    }
+    store = open_store(args.store or 'memory://')  # created here, before any worker opens it
     try:
-        reports = asyncio.run(_replay_all(args, store, models))
+        job = _Job(store.uri, args.budget, args.namespace, models, settings)
+        reports = _replay_all(args, store, job)
         uri = store.uri
     finally:
         store.close()
@@ -221,6 +270,13 @@ def register(commands: argparse._SubParsersAction[argparse.ArgumentParser]) -> N
         '--check',
         action='store_true',
         help='exit 4 unless every archived block recovered exactly and the session log equals the run history',
+    )
+    replay.add_argument(
+        '--jobs',
+        type=int,
+        metavar='N',
+        help='replay N files at a time, each in a process of its own (default: one per CPU core; 1 replays them '
+        'in turn in this process)',
     )
     replay.add_argument('-v', '--verbose', action='store_true', help='progress on stderr even for one file')
     replay.set_defaults(func=_replay)
