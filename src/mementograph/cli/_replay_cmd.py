@@ -168,12 +168,17 @@ def _replay_all(args: argparse.Namespace, store: GraphStore, job: _Job) -> list[
         else:
             # spawned, not forked: a fork copies whatever threads and locks this process holds
             context = multiprocessing.get_context('spawn')
-            with ProcessPoolExecutor(max_workers=workers, mp_context=context) as pool:
+            pool = ProcessPoolExecutor(max_workers=workers, mp_context=context)
+            try:
                 futures = {pool.submit(_replay_in_worker, job, path): number for number, path in enumerate(args.paths)}
                 advance(0, f'replaying {total} files in {workers} processes')
                 for future in as_completed(futures):
                     done(futures[future], future.result())
                     advance()
+            except BaseException:  # Ctrl-C (the workers get it too) or a failed file: the files not begun are dropped
+                pool.shutdown(wait=False, cancel_futures=True)
+                raise
+            pool.shutdown()
     return [reports[number] for number in range(total)]
 
 
