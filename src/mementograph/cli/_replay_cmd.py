@@ -133,9 +133,13 @@ def _replay_in_worker(job: _Job, path: str) -> ReplayReport:
         store.close()
 
 
+_DEFAULT_MAX_JOBS = 4
+"""Worker processes by default, at most: each holds its own agent, store connection and caches (~250 MB)."""
+
+
 def _jobs(args: argparse.Namespace) -> int:
-    """Worker processes: one per core by default, one when a file's session id could be taken by two at once."""
-    wanted = args.jobs or os.cpu_count() or 1
+    """Worker processes: one per core (at most 4) by default, one when two files could take one session id."""
+    wanted = args.jobs or min(os.cpu_count() or 1, _DEFAULT_MAX_JOBS)
     stems = [Path(path).name.removesuffix('.json').removesuffix('.traj') for path in args.paths]
     if len(set(stems)) < len(stems):  # two files would race for the same fresh session id
         return 1
@@ -280,8 +284,8 @@ def register(commands: argparse._SubParsersAction[argparse.ArgumentParser]) -> N
         '--jobs',
         type=int,
         metavar='N',
-        help='replay N files at a time, each in a process of its own (default: one per CPU core; 1 replays them '
-        'in turn in this process)',
+        help='replay N files at a time, each in a process of its own (default: one per CPU core, at most 4; 1 '
+        'replays them in turn in this process)',
     )
     replay.add_argument('-v', '--verbose', action='store_true', help='progress on stderr even for one file')
     replay.set_defaults(func=_replay)
