@@ -366,8 +366,9 @@ _QUEUE_BATCH: Final = 500
 _TEXT_BATCH: Final = 4_000
 """Mementos and blocks the full-text index takes in per transaction when it catches up (~1 s of work here)."""
 _CATCH_UP_PAUSE: Final = 0.1
-"""Seconds the full-text catch-up lets the write lock go between batches: SQLite's busy handler retries a waiting
-writer at least every 100 ms, so the pause lets it in (a lock let go for an instant starved it: measured here)."""
+"""Seconds an index catch-up (full text, entities) lets the write lock go between full batches: SQLite's busy
+handler retries a waiting writer at least every 100 ms, so the pause lets it in (a lock let go for an instant
+starved it: measured here). A catch-up of one batch, the usual case, never pauses."""
 """Evictions (block rows or `mention_queue` rows) whose mentions are indexed per transaction."""
 _REBUILD_QUEUE_ROWS: Final = 1000
 """A backlog this long may be worth rebuilding the by-entity index for (`_index_mentions`)."""
@@ -1239,17 +1240,19 @@ class SqliteStore:
             return
         while True:
             with self._write() as conn:
-                if not self._apply_next_mentions(conn):
-                    return
+                applied = self._apply_next_mentions(conn)
+            if applied < _QUEUE_BATCH:  # a batch short of full took everything pending
+                return
+            time.sleep(_CATCH_UP_PAUSE)  # let a waiting writer in
 
     @staticmethod
     def _mentions_mark(conn: sqlite3.Connection) -> int:
         row = conn.execute('SELECT value FROM meta WHERE key = ?', (_MENTIONS_MARK,)).fetchone()
         return 0 if row is None else int(row[0])
 
-    def _apply_next_mentions(self, conn: sqlite3.Connection) -> bool:
+    def _apply_next_mentions(self, conn: sqlite3.Connection) -> int:
         """Index the next `_QUEUE_BATCH` pending evictions' mentions, in write order, and move the mark past them;
-        `False` when nothing was pending.
+        returns how many evictions' (0 when nothing was pending).
 
         Write order: a block's by `rid`; a queue row's right after the block that was last when it was written
         (`after_rid`), queue rows among themselves by their own `rid`.
@@ -1270,7 +1273,7 @@ class SqliteStore:
             top = conn.execute('SELECT coalesce(max(rid), 0) FROM blocks').fetchone()[0]
             if top > mark:  # blocks without mentions only
                 conn.execute('INSERT OR REPLACE INTO meta (key, value) VALUES (?, ?)', (_MENTIONS_MARK, str(top)))
-            return False
+            return 0
         self._apply_mentions(conn, [(None, namespace, data) for _, namespace, data in pending])
         taken = [key for key, _, _ in pending]
         done = [key[2] for key in taken if key[1] == 1]
@@ -1283,7 +1286,7 @@ class SqliteStore:
         else:
             last = max([key[0] for key in taken if key[1] == 0], default=mark)
         conn.execute('INSERT OR REPLACE INTO meta (key, value) VALUES (?, ?)', (_MENTIONS_MARK, str(last)))
-        return True
+        return len(pending)
 
     @staticmethod
     def _apply_mentions(conn: sqlite3.Connection, rows: Sequence[tuple[Any, str, bytes]]) -> None:
