@@ -12,7 +12,6 @@ report (the session log warns at exit, `capabilities/_logwriter.py`).
 from __future__ import annotations
 
 import asyncio
-import contextlib
 import queue
 import threading
 from collections.abc import Callable
@@ -95,26 +94,7 @@ async def run_in_daemon_thread(call: Callable[[], T], *, abandon_on_cancel: bool
     as `anyio.to_thread.run_sync(..., abandon_on_cancel=True)`; without it, cancellation is held off until the call
     returns, so the caller never leaves a write of unknown outcome behind.
     """
-    loop = asyncio.get_running_loop()
-    outcome: asyncio.Future[T] = loop.create_future()
-
-    def settle(result: T | None, error: BaseException | None) -> None:
-        if outcome.done():  # the caller stopped waiting
-            return
-        if error is None:
-            outcome.set_result(result)  # type: ignore[arg-type]
-        else:
-            outcome.set_exception(error)
-
-    def target() -> None:
-        try:
-            result, error = call(), None
-        except BaseException as exc:
-            result, error = None, exc
-        with contextlib.suppress(RuntimeError):  # the loop has closed: nobody waits for this call any more
-            loop.call_soon_threadsafe(settle, result, error)
-
-    threading.Thread(target=target, name=name, daemon=True).start()
+    outcome = asyncio.wrap_future(start_in_daemon_thread(call, name=name))  # a closed loop is simply not told
     if abandon_on_cancel:
         return await outcome
     with anyio.CancelScope(shield=True):
@@ -125,6 +105,7 @@ async def run_in_daemon_thread(call: Callable[[], T], *, abandon_on_cancel: bool
 def start_in_daemon_thread(call: Callable[[], T], *, name: str) -> Future[T]:
     """`call()` started in a new daemon thread; its outcome is the future's (wait with `result(timeout)`)."""
     outcome: Future[T] = Future()
+    outcome.set_running_or_notify_cancel()  # running: a caller that stops waiting cannot cancel it under the thread
 
     def target() -> None:
         try:

@@ -652,6 +652,11 @@ def measure_replay(
     )
 
 
+def session_base(path: str | Path) -> str:
+    """The session id a replayed file is archived under (its stem), before `fresh_session_id` makes it unique."""
+    return Path(path).name.removesuffix('.json').removesuffix('.traj')
+
+
 def fresh_session_id(store: GraphStore, base: str, *, namespace: str = DEFAULT_REPLAY_NAMESPACE) -> str:
     """`base`, or `base.2`, `base.3`, ... -- the first id the store holds nothing under (so a replay never continues
     an earlier session of a persistent store)."""
@@ -704,7 +709,7 @@ async def replay_report(
         path = Path(source)
         transcript = load_transcript(path)
         label = name or str(path)
-        base = session_id or path.name.removesuffix('.json').removesuffix('.traj')
+        base = session_id or session_base(path)
     else:
         transcript = list(source)
         label = name or '<messages>'

@@ -77,8 +77,7 @@ def test_cached_region_facts_equal_a_fresh_reading() -> None:
         for text in texts:
             fresh = _facts._Collector()
             for region in parse_regions(text):
-                kind = 'call' if region.kind == 'call' else 'output' if region.kind == 'output' else 'prose'
-                _facts._READERS[kind](region.text, fresh)  # no cache on this path
+                _facts._READERS[_facts._reader_of(region)](region.text, fresh)  # no cache on this path
             assert critical_facts(text) == fresh.facts
             _facts._cached_facts.cache_clear()  # the whole-text cache must not answer for the regions
     assert len(texts) > 10 and _facts._region_adds.cache_info().hits > hits

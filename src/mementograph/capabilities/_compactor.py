@@ -34,6 +34,7 @@ from pydantic_ai.messages import (
 
 from .._messages import deserialize_messages, message_text, messages_sha256, part_text, serialize_messages
 from .._redact import MessageRedactor, Redactor
+from .._threads import StoreCalls
 from .._tokens import MESSAGE_OVERHEAD_TOKENS, TokenCounter
 from ..knowledge_graph import (
     BlockRecord,
@@ -57,7 +58,6 @@ from ..knowledge_graph.store import GraphStore, NotFoundError
 from ._events import MementoWarning
 from ._layout import MICRO_METADATA, Slot, StubInfo, layout, make_stub, micro_part_id, stub_info, stub_shape
 from ._logwriter import SessionLogWriter
-from ._threads import StoreCalls
 
 __all__ = ('CompactionPolicy', 'CompactionReport', 'MentionExtractor', 'SessionCompactor', 'Trigger')
 

@@ -13,11 +13,11 @@ from pydantic_ai.exceptions import UserError
 from pydantic_ai.tools import AgentDepsT
 from pydantic_ai.toolsets import FunctionToolset
 
+from .._threads import in_thread
 from ..knowledge_graph.memory import render_block
 from ..knowledge_graph.recall import recall, render_recall, retrieve_page
 from ..knowledge_graph.store import BlockIntegrityError, NotFoundError, StoreError, recover_chain
 from ._events import MementoRecoveredEvent, MementoWarning
-from ._threads import in_thread
 
 if TYPE_CHECKING:
     from .memento import MementoCompaction

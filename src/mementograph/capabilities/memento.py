@@ -43,6 +43,7 @@ from pydantic_ai.toolsets import AbstractToolset
 
 from .._daemon import start_in_daemon_thread
 from .._redact import Redactor, redact_secrets
+from .._threads import StoreCalls, in_thread
 from .._tokens import TokenCounter, encoding_for_model
 from ..knowledge_graph import DEFAULT_NAMESPACE
 from ..knowledge_graph.dense import ONNX_SCHEME, BackgroundSync, DenseIndex, embedding_model, existing_model_path
@@ -60,7 +61,6 @@ from ..knowledge_graph.recall import page_index_text
 from ..knowledge_graph.store import GraphStore, StoreTimeoutError, check_store_uri, open_store
 from ._compactor import CompactionPolicy, CompactionReport, MentionExtractor, SessionCompactor, Trigger
 from ._events import MementoEvictedEvent, MementoSkippedEvent, MementoWarning
-from ._threads import StoreCalls, in_thread
 from ._toolset import MementoToolset
 
 if TYPE_CHECKING:

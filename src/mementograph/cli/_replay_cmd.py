@@ -13,7 +13,14 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any, Literal
 
-from .._replay import DEFAULT_BUDGET, DEFAULT_REPLAY_NAMESPACE, ReplayReport, replay_report, summarize_reports
+from .._replay import (
+    DEFAULT_BUDGET,
+    DEFAULT_REPLAY_NAMESPACE,
+    ReplayReport,
+    replay_report,
+    session_base,
+    summarize_reports,
+)
 from .._tokens import TokenCounter
 from .._transcripts import TranscriptError, load_transcript
 from ..knowledge_graph.memory import CombinedJudge, Judge, LLMCompressor, LLMJudge
@@ -140,7 +147,7 @@ _DEFAULT_MAX_JOBS = 4
 def _jobs(args: argparse.Namespace) -> int:
     """Worker processes: one per core (at most 4) by default, one when two files could take one session id."""
     wanted = args.jobs or min(os.cpu_count() or 1, _DEFAULT_MAX_JOBS)
-    stems = [Path(path).name.removesuffix('.json').removesuffix('.traj') for path in args.paths]
+    stems = [session_base(path) for path in args.paths]
     if len(set(stems)) < len(stems):  # two files would race for the same fresh session id
         return 1
     return max(1, min(wanted, len(args.paths)))

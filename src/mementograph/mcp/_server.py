@@ -27,8 +27,8 @@ from mcp.types import CallToolResult, TextContent, ToolAnnotations
 from pydantic import Field
 from pydantic_ai.embeddings import EmbeddingModel
 
+from .._threads import StoreCalls
 from .._tokens import TokenizerUnavailableError
-from ..capabilities._threads import StoreCalls
 from ..knowledge_graph import DEFAULT_NAMESPACE, PageRecord
 from ..knowledge_graph.dense import BackgroundSync, DenseIndex, embedding_model
 from ..knowledge_graph.recall import AmbiguousPageError, find_page, recall, render_recall, retrieve_page

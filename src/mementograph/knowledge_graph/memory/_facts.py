@@ -494,9 +494,12 @@ _Reader = Literal['call', 'output', 'prose']
 _READERS: Final = {'call': _command_into, 'output': _output_into, 'prose': _prose_into}
 
 
+def _reader_of(region: Region) -> _Reader:
+    return 'call' if region.kind == 'call' else 'output' if region.kind == 'output' else 'prose'
+
+
 def _region_into(region: Region, collector: _Collector) -> None:
-    kind: _Reader = 'call' if region.kind == 'call' else 'output' if region.kind == 'output' else 'prose'
-    _read_into(kind, region.text, collector)
+    _read_into(_reader_of(region), region.text, collector)
 
 
 class _Recorder(_Collector):

@@ -1,7 +1,7 @@
 """Store I/O off the event loop, bounded: a hung server, driver or lock must not hang the agent's run.
 
-A Neo4j round trip, an fsync or a lock wait must not stall other tasks, so every store call of the capability
-runs in a worker thread. With a timeout, a call that has not returned by then is left to finish in its thread and
+A Neo4j round trip, an fsync or a lock wait must not stall other tasks, so every store call of the capability (and
+of the MCP server's tools) runs in a worker thread. With a timeout, a call that has not returned by then is left to finish in its thread and
 the caller gets a `StoreTimeoutError`: the capability then evicts nothing (the history goes to the model whole)
 and says why. Nothing is lost: an eviction is applied only after its write returned, and a write that finishes
 late wrote deterministic ids, which the next compaction writes again idempotently. Until the abandoned call
@@ -21,8 +21,8 @@ from typing import Any, TypeVar
 
 import anyio
 
-from .._daemon import run_in_daemon_thread
-from ..knowledge_graph.store import StoreTimeoutError
+from ._daemon import run_in_daemon_thread
+from .knowledge_graph.store import StoreTimeoutError
 
 __all__ = ('StoreCalls', 'in_thread')
 
