@@ -1,0 +1,81 @@
+"""Full-text catch-up benchmark: how long another writer waits while the first search indexes a backlog (SQLite).
+
+Usage:
+    TIKTOKEN_CACHE_DIR=... .venv/bin/python scripts/bench/catch_up.py [--blocks 30000] [--data DIR] [--no-writer]
+
+A store of `--blocks` core evictions (real blocks of the shared trajectories, as `store.py` makes them) is written
+with no search between, so the full-text index has the whole backlog to catch up on. Then, on a fresh copy of that
+file, one thread runs the first search while another connection evicts in a loop (each write waits up to ten
+minutes for the lock): the figures are the catch-up's seconds and the longest wait of one eviction meanwhile. A
+wait past SQLite's default 5 s busy timeout is a compaction that failed. `--no-writer` times the catch-up alone.
+The backlog file is kept in the temporary directory's `catch-up-N.db` between runs.
+"""
+
+from __future__ import annotations
+
+import argparse
+import shutil
+import statistics
+import tempfile
+import threading
+import time
+from pathlib import Path
+
+from mementograph.knowledge_graph.store import open_store
+from store import evictions, real_blocks  # scripts/bench/store.py, beside this file
+
+REPO = Path(__file__).resolve().parents[2]
+
+
+def main() -> None:
+    parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+    parser.add_argument('--blocks', type=int, default=30_000)
+    parser.add_argument('--data', type=Path, default=REPO.parent / 'shared' / 'data')
+    parser.add_argument('--no-writer', action='store_true', help='time the catch-up with no other writer')
+    args = parser.parse_args()
+
+    sources = real_blocks(args.data)
+    backlog = Path(tempfile.gettempdir()) / f'catch-up-{args.blocks}.db'
+    if not backlog.exists():
+        store = open_store(f'sqlite://{backlog}')
+        for eviction in evictions(sources, args.blocks, 'core'):
+            store.write_eviction(eviction)
+        store.close()
+    extra = list(evictions(sources, args.blocks + 400, 'core'))[args.blocks :]
+
+    with tempfile.TemporaryDirectory() as tmp:
+        work = Path(tmp) / 'work.db'
+        shutil.copy(backlog, work)
+        searcher = open_store(f'sqlite://{work}')
+        writer = open_store(f'sqlite://{work}?busy_timeout=600')
+        done = threading.Event()
+        took: list[float] = []
+
+        def first_search() -> None:
+            started = time.perf_counter()
+            searcher.search_text('error traceback')
+            took.append(time.perf_counter() - started)
+            done.set()
+
+        thread = threading.Thread(target=first_search)
+        thread.start()
+        waits: list[float] = []
+        while not args.no_writer and not done.is_set():
+            started = time.perf_counter()
+            writer.write_eviction(extra[len(waits) % len(extra)])  # a repeat is idempotent but still takes the lock
+            waits.append(time.perf_counter() - started)
+        thread.join()
+        searcher.close()
+        writer.close()
+    print(f'blocks {args.blocks}: catch-up {took[0]:.2f} s', end='')
+    if waits:
+        print(
+            f'; {len(waits)} evictions meanwhile, longest wait {max(waits):.2f} s, '
+            f'median {statistics.median(waits) * 1000:.1f} ms',
+            end='',
+        )
+    print()
+
+
+if __name__ == '__main__':
+    main()
