@@ -4,13 +4,20 @@ position another one holds."""
 
 from __future__ import annotations
 
+import asyncio
+from collections.abc import Awaitable, Iterator
+from pathlib import Path
+from typing import Any
+
 import pytest
-from pydantic_ai.messages import BinaryContent, ModelMessage
+from pydantic_ai.messages import BinaryContent, ModelMessage, ModelResponse
+from pydantic_ai.models.function import AgentInfo, FunctionModel
 
 from mementograph import MementoCompaction, open_store
 from mementograph._messages import deserialize_messages, message_text
 from mementograph.knowledge_graph.store import GraphStore, verify_store
-from tests.scripted import ScriptedModel, scripted_agent
+from tests.conftest import neo4j_uri_with_auth
+from tests.scripted import ScriptedModel, is_original, scripted_agent
 
 
 @pytest.fixture
@@ -111,3 +118,51 @@ async def test_a_run_resumed_from_its_only_logged_request_goes_on_in_place(store
     compacted = open_store('memory://')
     await _resume_after_a_crash_on_the_first_request(compacted, 1_500)  # later histories open with stubs
     assert compacted.list_blocks(session_id='s') and [message_text(m) for m in logged(compacted)] == texts
+
+
+@pytest.fixture(params=['sqlite', 'neo4j'])
+def shared_store(request: pytest.FixtureRequest, tmp_path: Path, unique_namespace: str) -> Iterator[tuple[str, str]]:
+    """A store URI two agents open each for themselves (as two workers would), and the namespace to use."""
+    if request.param == 'sqlite':
+        yield f'sqlite://{tmp_path / "shared.db"}', 'default'
+    else:
+        server = request.getfixturevalue('neo4j_server')
+        yield neo4j_uri_with_auth(server), unique_namespace
+
+
+async def test_two_runs_writing_one_session_at_once_both_reach_the_log(
+    shared_store: tuple[str, str], caplog: pytest.LogCaptureFixture
+) -> None:
+    uri, namespace = shared_store
+    models = [ScriptedModel(steps=6), ScriptedModel(steps=6)]
+
+    def agent(model: ScriptedModel, prompt: str) -> Awaitable[Any]:
+        capability = MementoCompaction(uri, namespace=namespace, max_tokens=5_000, session_id='s')
+        run = scripted_agent(model, [capability])
+
+        async def slow(messages: list[ModelMessage], info: AgentInfo) -> ModelResponse:
+            await asyncio.sleep(0.01)  # the two runs take turns at the store
+            return model(messages, info)
+
+        with run.override(model=FunctionModel(slow)):
+            return run.run(prompt)
+
+    results = await asyncio.gather(agent(models[0], 'Task A: check modules.'), agent(models[1], 'Task B: test.'))
+
+    store = open_store(uri)
+    try:
+        events = [e for e in store.read_events('s', namespace=namespace) if e.kind == 'message']
+        assert sorted(e.message_index for e in events) == list(range(len(events)))  # each position once
+        logged = {message_text(deserialize_messages(e.payload)[0]) for e in events}
+        for model, result in zip(models, results, strict=True):
+            originals = [m for seen in model.seen for m in seen if is_original(m)] + [
+                m for m in result.all_messages() if is_original(m)
+            ]
+            assert {message_text(m) for m in originals} <= logged  # every message either run sent or got
+        report = verify_store(store, namespace=namespace, session_id='s')
+        assert report.blocks_checked >= 4  # both runs evicted: every block recovers byte for byte, every memento
+        # links to it; the session's page index is the one thing two runs at once can leave uneven (README limits)
+        assert {p.kind for p in report.problems} <= {'page_missing_block', 'block_without_page', 'block_in_many_pages'}
+    finally:
+        store.close()
+    assert 'another run is writing session' in caplog.text

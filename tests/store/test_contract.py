@@ -35,6 +35,7 @@ from mementograph.knowledge_graph import (
 from mementograph.knowledge_graph.store import (
     BlockIntegrityError,
     BlockNotFoundError,
+    LogConflictError,
     MementoNotFoundError,
     recover_chain,
 )
@@ -238,6 +239,54 @@ def test_event_log_appends_idempotently_in_order(backend: Backend) -> None:
     again = SessionEvent.for_message(messages[3], session_id='s', namespace=ns, index=len(messages))
     store.append_events([again])  # the same message logged again later (a branch repeats its opening)
     assert store.message_indices_of('s', events[3].sha256, namespace=ns) == [len(messages), 3]
+
+
+def test_an_append_that_meets_another_message_at_its_position_writes_nothing(backend: Backend) -> None:
+    store, ns = backend.store, backend.namespace
+    ours, theirs = session_history(1), session_history(2)[4:]
+    assert message_text(ours[2]) != message_text(theirs[0])
+
+    def log(messages: list[ModelMessage], start: int) -> list[SessionEvent]:
+        return [
+            SessionEvent.for_message(m, session_id='s', namespace=ns, index=start + i) for i, m in enumerate(messages)
+        ]
+
+    store.append_events(log(ours[:2], 0))
+    store.append_events(log(theirs[:1], 2))  # another run took position 2
+    compaction = SessionEvent(session_id='s', namespace=ns, kind='auto', payload=b'{}', sha256='y', block_ids=('b',))
+    with pytest.raises(LogConflictError, match='position 2') as raised:
+        store.append_events([*log(ours[1:4], 1), compaction])  # 1 again (a retry), 2 held by theirs, 3 free
+    assert raised.value.message_index == 2
+    log_now = store.read_events('s', namespace=ns)
+    assert [(e.kind, e.message_index, e.sha256) for e in log_now] == [
+        ('message', i, e.sha256) for i, e in enumerate([*log(ours[:2], 0), *log(theirs[:1], 2)])
+    ]  # nothing of the failed call: not position 3, not the compaction event
+    store.append_events(log(theirs[:2], 2))  # the same message at its own position again is a retry, not a conflict
+    assert store.last_message_index('s', namespace=ns) == 3
+
+
+def test_a_branch_is_appended_after_the_end_of_the_log(backend: Backend) -> None:
+    store, ns = backend.store, backend.namespace
+    messages = session_history(2)
+
+    def offsets(chunk: list[ModelMessage], session: str = 's') -> list[SessionEvent]:
+        return [SessionEvent.for_message(m, session_id=session, namespace=ns, index=i) for i, m in enumerate(chunk)]
+
+    assert store.append_branch(offsets(messages[:2], 'fresh')) == 0  # a session with no log yet starts it
+    store.append_events(
+        [SessionEvent.for_message(m, session_id='s', namespace=ns, index=i) for i, m in enumerate(messages[:3])]
+    )
+    assert store.append_branch(offsets(messages[3:6])) == 3
+    assert store.append_branch(offsets(messages[6:])) == 6
+    log = [e for e in store.read_events('s', namespace=ns) if e.kind == 'message']
+    assert [e.message_index for e in log] == list(range(len(messages)))
+    assert [e.payload for e in log] == [e.payload for e in offsets(messages)]
+    with pytest.raises(ValueError, match='message events'):
+        store.append_branch([SessionEvent(session_id='s', namespace=ns, kind='auto', payload=b'{}', sha256='z')])
+    with pytest.raises(ValueError, match='one session'):
+        store.append_branch([*offsets(messages[:1]), *offsets(messages[1:2], 'other')])
+    assert store.last_message_index('s', namespace=ns) == len(messages) - 1  # the refused calls wrote nothing
+    assert store.last_message_index('other', namespace=ns) == -1
 
 
 def test_pages_and_mentions_round_trip(backend: Backend) -> None:

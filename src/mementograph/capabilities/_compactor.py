@@ -14,6 +14,7 @@ from __future__ import annotations
 import asyncio
 import inspect
 import json
+import logging
 import warnings
 from collections.abc import Awaitable, Callable, Sequence
 from concurrent.futures import Future
@@ -54,7 +55,7 @@ from ..knowledge_graph.memory import (
     segment_blocks,
 )
 from ..knowledge_graph.recall import pages_for_eviction
-from ..knowledge_graph.store import GraphStore, NotFoundError
+from ..knowledge_graph.store import GraphStore, LogConflictError, NotFoundError
 from ._events import MementoWarning
 from ._layout import MICRO_METADATA, Slot, StubInfo, layout, make_stub, micro_part_id, stub_info, stub_shape
 from ._logwriter import SessionLogWriter
@@ -74,6 +75,8 @@ _MIN_EVICTABLE_TOKENS: Final = 2 * _STUB_OVERHEAD_TOKENS
 """A complete block smaller than this is left in context: its memento and stub would not be smaller than it."""
 _STUB_MARGIN_TOKENS: Final = 8
 """Taken off a too-large stub of an oversized tool result, beyond its excess, when its size is corrected."""
+
+logger = logging.getLogger('mementograph')
 
 
 def _has_attachment(message: ModelMessage) -> bool:
@@ -210,6 +213,7 @@ class SessionCompactor:
     _seen_position: int = field(default=0, init=False, repr=False)
     _seen_ids: list[int] = field(default_factory=list[int], init=False, repr=False)
     _writer: SessionLogWriter | None = field(default=None, init=False, repr=False)
+    _warned_conflict: bool = field(default=False, init=False, repr=False)
     _redactor: MessageRedactor | None = field(default=None, init=False, repr=False)
     """`redact` with a memo shared by the log writer and `archived`: each message is redacted once."""
     _recent_mentions: dict[str, tuple[Mention, ...]] = field(
@@ -246,8 +250,9 @@ class SessionCompactor:
         history reaches the log's last message, as logged) goes on from there; a new conversation under a session
         id already in use (a second run with `session_id='build-logs'`), a branch of an earlier conversation or a
         retry of a request that was logged before a failure is logged after the log's end, so no message is taken
-        for one already logged and no block takes a logged position. (Two runs writing one session at the same time
-        are not told apart: give concurrent runs their own session ids.)
+        for one already logged and no block takes a logged position. Two runs writing one session at the same time
+        find each other when an append meets the other's message at its position (`LogConflictError`): the run
+        that meets it is logged again after the log's end, as a branch is (`_relog`).
         """
         if self._base is None:
             self._base = self._find_base(messages)
@@ -255,6 +260,9 @@ class SessionCompactor:
 
     def _find_base(self, messages: Sequence[ModelMessage]) -> int:
         last = self.store.last_message_index(self.session_id, namespace=self.namespace)
+        # what the log held when the base was chosen: read again later, it could take in another run's appends
+        # and leave this run's first messages unlogged
+        self._logged_through = last
         if last < 0 or not messages:
             return 0
         if stub_info(messages[0]) is not None:
@@ -363,10 +371,38 @@ class SessionCompactor:
             self._logged_through = pending[0].log_index
         return len(pending)
 
+    def _relog(self, messages: Sequence[ModelMessage]) -> None:
+        """After a conflict (another run took a position this run's layout gave): log the history again after the
+        log's end, as a branch's is, in one store call no other writer can come between (`append_branch`), and lay
+        it out from there. What the run logged before stays where it is."""
+        if not self._warned_conflict:
+            self._warned_conflict = True
+            logger.warning(
+                'mementograph: another run is writing session %r (namespace %r) at the same time; this run is '
+                "logged again after the log's end, as a branch (give concurrent runs their own session ids to "
+                'keep their logs apart)',
+                self.session_id,
+                self.namespace,
+            )
+        originals = self._originals([message for message in messages if stub_info(message) is None])
+        events = [
+            SessionEvent.for_message(message, session_id=self.session_id, namespace=self.namespace, index=offset)
+            for offset, message in enumerate(originals)
+        ]
+        self._base = self._logged_through = None
+        self._seen, self._seen_slots, self._seen_ids, self._seen_position = [], [], [], 0
+        self._seen_tokens = self._exact_upto = self._bound_rest = 0
+        if events:  # the new base: the raw messages come after every stub's range, one position each
+            self._base = self.store.append_branch(events)
+            self._logged_through = self._base + len(events) - 1
+
     async def log(self, messages: Sequence[ModelMessage]) -> None:
         """`sync_log` without blocking the loop: the first call of a run reads where the log stands from the store
-        (off the loop, bounded by `calls`); later ones only queue appends for the log's own thread."""
-        if self._logged_through is not None and self._base is not None:
+        (off the loop, bounded by `calls`); later ones only queue appends for the log's own thread. After a
+        conflict an append met, the history is laid out again first (`_relog`)."""
+        if self._writer is not None and self._writer.conflict() is not None:
+            await self.calls(self._relog, messages)
+        elif self._logged_through is not None and self._base is not None:
             self.sync_log(messages)
         else:
             await self.calls(self.sync_log, messages)
@@ -376,15 +412,29 @@ class SessionCompactor:
         return None if self._writer is None else self._writer.failure()
 
     def flush_log(self) -> None:
-        """Make every logged message durable (raises if the store still fails)."""
-        if self._writer is not None:
-            self._writer.flush()
+        """Make every logged message durable (raises if the store still fails), after a conflict in the place
+        `_relog` gives them."""
+        self._until_logged(lambda writer: writer.flush())
 
     def close(self) -> None:
         """Flush the log and stop its writer thread (waiting for the store at most `calls.timeout`)."""
-        if self._writer is not None:
-            writer, self._writer = self._writer, None
-            writer.close(self.calls.timeout)
+        try:
+            self._until_logged(lambda writer: writer.close(self.calls.timeout))
+        finally:
+            self._writer = None
+
+    def _until_logged(self, finish: Callable[[SessionLogWriter], None]) -> None:
+        """`finish(writer)`; after a conflict it meets, `_relog` (which logs everything held) and `finish` again."""
+        writer = self._writer
+        if writer is None:
+            return
+        try:
+            finish(writer)
+        except LogConflictError:
+            messages = self._seen
+            writer.conflict()
+            self._relog(messages)
+            finish(writer)
 
     def discard_log(self) -> Future[None] | None:
         """Stop the log's writer without writing what it still holds (the session is about to be deleted); returns

@@ -5,6 +5,9 @@ bolt (plus redaction, with a hook); none of it has to delay the model request. O
 arrival order, a failed append stays pending and is retried with the next one (appends are idempotent by message
 index), and `flush()` makes everything submitted durable before a compaction is written or the run ends. With a hook,
 the writer shares the compactor's `MessageRedactor`, so a message archived later is not redacted a second time.
+An append that finds another run's message at one of its positions (`LogConflictError`: two runs writing one
+session at the same time) is not retried: the writer drops what it holds and reports the conflict, and the
+compactor logs its history again after the log's end.
 
 The thread is a daemon: a writer that `close` left waiting on a store that does not answer is given up to its
 `store_timeout` once more when the process exits, and what it still holds is then reported, not waited for without
@@ -28,7 +31,7 @@ from pydantic_ai.messages import ModelMessage
 from .._daemon import DaemonExecutor
 from .._redact import MessageRedactor
 from ..knowledge_graph import SessionEvent
-from ..knowledge_graph.store import GraphStore, StoreTimeoutError
+from ..knowledge_graph.store import GraphStore, LogConflictError, StoreTimeoutError
 
 __all__ = ('SessionLogWriter',)
 
@@ -51,6 +54,7 @@ class SessionLogWriter:
         self._last: Future[None] | None = None
         self._reported: Future[None] | None = None
         self._discarded = False
+        self._conflict: LogConflictError | None = None
 
     def submit(self, items: Sequence[tuple[int, ModelMessage]]) -> None:
         """Queue `(message_index, message)` pairs for appending."""
@@ -64,6 +68,9 @@ class SessionLogWriter:
 
     def _drain(self) -> None:
         with self._lock:
+            if self._conflict is not None:  # positions of a layout the run gives up: it submits everything again
+                self._pending.clear()
+                raise self._conflict
             batch = [] if self._discarded else list(self._pending)
         if not batch:
             return
@@ -74,22 +81,41 @@ class SessionLogWriter:
             SessionEvent.for_message(message, session_id=self._session_id, namespace=self._namespace, index=index)
             for (index, _), message in zip(batch, messages, strict=True)
         ]
-        self._store.append_events(events)
+        try:
+            self._store.append_events(events)
+        except LogConflictError as conflict:
+            with self._lock:
+                self._conflict = conflict
+                self._pending.clear()
+            raise
         with self._lock:
             for _ in batch:
                 self._pending.popleft()
 
     def failure(self) -> BaseException | None:
-        """The error of the latest finished append, reported once (its messages stay queued for a retry)."""
+        """The error of the latest finished append, reported once (its messages stay queued for a retry); a
+        conflict is not one (`conflict`)."""
         last = self._last
         if last is None or not last.done() or last is self._reported:
             return None
         self._reported = last
-        return last.exception()
+        error = last.exception()
+        return None if isinstance(error, LogConflictError) else error
+
+    def conflict(self) -> LogConflictError | None:
+        """The conflict an append met since the last call, if any: the log holds another run's message at one of
+        the positions given. Until it is taken, nothing is appended; taking it drops what is still queued (laid
+        out before it was known), and the caller logs its history again after the log's end."""
+        with self._lock:
+            conflict, self._conflict = self._conflict, None
+            if conflict is not None:
+                self._pending.clear()
+        return conflict
 
     def flush(self, timeout: float | None = None) -> None:
-        """Block until every queued message is in the store; raises the store's error if it still fails, and
-        `StoreTimeoutError` when the store has not answered within `timeout` seconds (the messages stay queued)."""
+        """Block until every queued message is in the store; raises the store's error if it still fails,
+        `LogConflictError` while a conflict is not taken (`conflict`), and `StoreTimeoutError` when the store has
+        not answered within `timeout` seconds (the messages stay queued)."""
         if self._executor is None:
             return
         future = self._executor.submit(self._drain)

@@ -4,6 +4,7 @@ from ._base import recover_chain
 from ._errors import (
     BlockIntegrityError,
     BlockNotFoundError,
+    LogConflictError,
     MementoNotFoundError,
     NotFoundError,
     QueryError,
@@ -40,6 +41,7 @@ __all__ = (
     'BlockNotFoundError',
     'GraphLinks',
     'GraphStore',
+    'LogConflictError',
     'MementoLink',
     'MementoNotFoundError',
     'NotFoundError',

@@ -3,19 +3,40 @@
 from __future__ import annotations
 
 import re
+from collections.abc import Sequence
+from dataclasses import replace
 from datetime import UTC, datetime
 
 from ..._messages import deserialize_messages, messages_sha256
-from .._schema import DEFAULT_NAMESPACE, BlockRecord
-from ._errors import BlockIntegrityError
+from .._schema import DEFAULT_NAMESPACE, BlockRecord, SessionEvent
+from ._errors import BlockIntegrityError, LogConflictError
 from ._protocol import GraphStore, RecoveredBlock
 
-__all__ = ('check_block', 'fts_terms', 'now_iso', 'recover_block', 'recover_chain')
+__all__ = ('branch_events', 'check_block', 'fts_terms', 'log_conflict', 'now_iso', 'recover_block', 'recover_chain')
 
 
 def now_iso() -> str:
     """Current UTC time, ISO-8601 (bookkeeping only; never part of an id or of text the model sees)."""
     return datetime.now(UTC).isoformat()
+
+
+def log_conflict(event: SessionEvent) -> LogConflictError:
+    """The error of an append whose message event finds another message logged at its position."""
+    return LogConflictError(
+        f'the log of session {event.session_id!r} (namespace {event.namespace!r}) holds another message at position '
+        f'{event.message_index}: another run is writing this session at the same time',
+        message_index=event.message_index or 0,
+    )
+
+
+def branch_events(events: Sequence[SessionEvent], last: int) -> list[SessionEvent]:
+    """`append_branch`'s events placed after position `last`; raises `ValueError` unless they are message events of
+    one session."""
+    if len({(event.namespace, event.session_id) for event in events}) > 1:
+        raise ValueError('append_branch takes the events of one session')
+    if any(event.kind != 'message' or event.message_index is None for event in events):
+        raise ValueError('append_branch takes message events only')
+    return [replace(event, message_index=last + 1 + (event.message_index or 0)) for event in events]
 
 
 def check_block(record: BlockRecord) -> RecoveredBlock:

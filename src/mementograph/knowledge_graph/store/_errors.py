@@ -5,6 +5,7 @@ from __future__ import annotations
 __all__ = (
     'BlockIntegrityError',
     'BlockNotFoundError',
+    'LogConflictError',
     'MementoNotFoundError',
     'NotFoundError',
     'QueryError',
@@ -45,6 +46,16 @@ class StoreTimeoutError(StoreUnavailableError):
         super().__init__(message)
         self.waited = waited
         """False when the call was refused at once because an earlier one is still waiting (said already)."""
+
+
+class LogConflictError(StoreError):
+    """A session's log holds another message at a position an append gave: another run writes the session at the
+    same time. Nothing of that append was written; the writer logs its run again after the log's end."""
+
+    def __init__(self, message: str, *, message_index: int) -> None:
+        super().__init__(message)
+        self.message_index = message_index
+        """The first position the log holds another message at."""
 
 
 class NotFoundError(StoreError, LookupError):

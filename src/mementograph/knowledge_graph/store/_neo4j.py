@@ -41,7 +41,7 @@ from .._schema import (
     StoreStats,
     entity_id_for,
 )
-from ._base import check_block, fts_terms, now_iso
+from ._base import branch_events, check_block, fts_terms, log_conflict, now_iso
 from ._cypher import (
     DEFAULT_QUERY_LIMIT,
     DEFAULT_QUERY_TIMEOUT,
@@ -302,7 +302,29 @@ same round trip (`Neo4jStore._write_statement`). In clause order:
   counted whole once, here;
 - pages (upserted) and their CONTAINS edges; events with their seq, linked IN_SESSION.
 Every part is a batched UNWIND … MERGE, so a retried eviction changes nothing. `append_events` runs the same
-statement with only events."""
+statement with only events, and `_LOGGED_SHAS` after it."""
+
+_LOCK_SESSION_LAST_MESSAGE: Final = """
+MERGE (s:Session {key: $key})
+ON CREATE SET s.id = $session_id, s.namespace = $namespace, s.created_at = $created,
+              s.event_count = 0, s.memento_count = 0, s.block_count = 0
+SET s.updated_at = $created
+WITH s
+OPTIONAL MATCH (e:Event {namespace: $namespace, session_id: $session_id}) WHERE e.seq >= 0
+RETURN max(e.message_index) AS last
+"""
+"""`append_branch`'s first statement: the session write-locked (as `_WRITE_EVICTION` locks it), then where its log
+ends."""
+
+_LOGGED_SHAS: Final = """
+WITH count(*) AS written
+UNWIND $logged AS uid
+MATCH (e:Event {uid: uid})
+RETURN e.uid AS uid, e.sha256 AS sha256
+"""
+"""Appended to `_WRITE_EVICTION` by `append_events`: what the log holds at the positions of its message events,
+read in the same transaction (so under the session's lock), to tell a retry (the same sha256) from another run's
+message (`LogConflictError`, and the transaction is rolled back)."""
 
 
 _BLOCK_FIELDS: Final = (
@@ -611,10 +633,17 @@ class Neo4jStore:
         except (neo4j_errors.Neo4jError, neo4j_errors.DriverError, OSError) as exc:
             raise self._write_error(exc, action) from exc
 
-    def _write_statement(self, action: str, cypher: str, params: Mapping[str, Any]) -> None:
+    def _write_statement(
+        self,
+        action: str,
+        cypher: str,
+        params: Mapping[str, Any],
+        check: Callable[[neo4j.Result], object] = neo4j.Result.consume,
+    ) -> None:
         """Run one write statement as a transaction of its own, with `_write`'s retries and errors. Through
         `execute_query`, which sends BEGIN in the same round trip as the statement: a write costs two round trips
-        (statement, commit) where `_write` with one statement takes three."""
+        (statement, commit) where `_write` with one statement takes three. `check` reads the result before the
+        commit; an error it raises rolls the transaction back."""
         if self._closed:
             raise StoreUnavailableError(f'the store {self._uri} is closed')
         query = neo4j.Query(_q(cypher), metadata={**_APP, 'op': action}, timeout=WRITE_TIMEOUT)
@@ -625,7 +654,7 @@ class Neo4jStore:
                 routing_=neo4j.RoutingControl.WRITE,
                 database_=self._database,
                 bookmark_manager_=self._driver.execute_query_bookmark_manager,  # the one `_session` uses
-                result_transformer_=neo4j.Result.consume,
+                result_transformer_=check,
             )
         except StoreError:
             raise
@@ -725,15 +754,55 @@ class Neo4jStore:
             _eviction_params(Eviction(session_id=session_id, namespace=namespace, events=tuple(batch)), created)
             for (namespace, session_id), batch in sorted(by_session.items())  # one lock order: fewer deadlocks
         ]
+        messages = {
+            _event_uid(event.namespace, event.session_id, event.key): event
+            for event in events
+            if event.kind == 'message'
+        }
+        for params in batches:
+            params['logged'] = [row['uid'] for row in params['events'] if row['uid'] in messages]
+
+        def check(result: neo4j.Result) -> None:
+            for row in result:
+                event = messages[row['uid']]
+                if row['sha256'] != event.sha256:  # raised inside the transaction: rolled back
+                    raise log_conflict(event)
+
         if len(batches) == 1:
-            self._write_statement('append_events', _WRITE_EVICTION, batches[0])
+            self._write_statement('append_events', _WRITE_EVICTION + _LOGGED_SHAS, batches[0], check)
             return
 
         def work(tx: ManagedTransaction) -> None:
             for params in batches:
-                tx.run(_q(_WRITE_EVICTION), params).consume()
+                check(tx.run(_q(_WRITE_EVICTION + _LOGGED_SHAS), params))
 
         self._write('append_events', work)
+
+    def append_branch(self, events: Sequence[SessionEvent]) -> int:
+        if not events:
+            raise ValueError('append_branch needs at least one event')
+        created = now_iso()
+        first = events[0]
+        branch_events(events, -1)  # checked before anything is sent
+
+        def work(tx: ManagedTransaction) -> int:
+            # the session's write lock first (the SET), held to the commit: no other append can come between
+            row = tx.run(
+                _q(_LOCK_SESSION_LAST_MESSAGE),
+                key=session_key(first.namespace, first.session_id),
+                namespace=first.namespace,
+                session_id=first.session_id,
+                created=created,
+            ).single()
+            last = None if row is None else row['last']
+            placed = branch_events(events, -1 if last is None else int(last))
+            params = _eviction_params(
+                Eviction(session_id=first.session_id, namespace=first.namespace, events=tuple(placed)), created
+            )
+            tx.run(_q(_WRITE_EVICTION), params).consume()
+            return placed[0].message_index or 0
+
+        return self._write('append_branch', work)
 
     def delete_session(self, session_id: str, *, namespace: str = DEFAULT_NAMESPACE) -> int:
         return self._write('delete_session', lambda tx: _delete_session(tx, namespace, session_id))

@@ -113,7 +113,18 @@ class GraphStore(Protocol):
         ...
 
     def append_events(self, events: Sequence[SessionEvent]) -> None:
-        """Append to session logs in order; an event whose `key` the session's log holds is left as it is."""
+        """Append to session logs in order; an event whose `key` the session's log holds is left as it is.
+
+        A message event whose position holds another message (another run writes the session at the same time)
+        raises `LogConflictError`, and nothing of the call is written.
+        """
+        ...
+
+    def append_branch(self, events: Sequence[SessionEvent]) -> int:
+        """Append message events of one session after the last message its log holds, in one transaction: each
+        event's `message_index` is read as its offset from there (0 for the first). Returns the position the
+        first was given. What a run whose positions another run took logs itself as: no other writer can take
+        these positions between reading where the log ends and writing."""
         ...
 
     def read_events(

@@ -35,7 +35,7 @@ from .._schema import (
     StoreStats,
     entity_id_for,
 )
-from ._base import check_block, fts_terms, now_iso
+from ._base import branch_events, check_block, fts_terms, log_conflict, now_iso
 from ._errors import (
     BlockNotFoundError,
     MementoNotFoundError,
@@ -885,13 +885,40 @@ class SqliteStore:
         with self._write() as conn:
             for ns, sid in {(event.namespace, event.session_id) for event in events}:
                 conn.execute(_INSERT_SESSION, (ns, sid, created))
-            self._insert_events(conn, events, created)
+            for event in self._insert_events(conn, events, created):
+                if event.kind != 'message':
+                    continue
+                row = conn.execute(
+                    'SELECT sha256 FROM events WHERE namespace = ? AND session_id = ? AND key = ?',
+                    (event.namespace, event.session_id, event.key),
+                ).fetchone()
+                if row is not None and row[0] != event.sha256:  # raised inside the transaction: rolled back
+                    raise log_conflict(event)
+
+    def append_branch(self, events: Sequence[SessionEvent]) -> int:
+        if not events:
+            raise ValueError('append_branch needs at least one event')
+        created = now_iso()
+        first = events[0]
+        branch_events(events, -1)  # checked before the write lock is taken
+        with self._write() as conn:
+            conn.execute(_INSERT_SESSION, (first.namespace, first.session_id, created))
+            last = conn.execute(
+                'SELECT max(message_index) FROM events WHERE namespace = ? AND session_id = ? '
+                'AND message_index IS NOT NULL',
+                (first.namespace, first.session_id),
+            ).fetchone()[0]
+            placed = branch_events(events, -1 if last is None else int(last))
+            self._insert_events(conn, placed, created)
+        return placed[0].message_index or 0
 
     @staticmethod
-    def _insert_events(conn: sqlite3.Connection, events: Sequence[SessionEvent], created: str) -> None:
+    def _insert_events(conn: sqlite3.Connection, events: Sequence[SessionEvent], created: str) -> list[SessionEvent]:
+        """Insert the events the log does not hold (by key); returns those it held already."""
+        held: list[SessionEvent] = []
         # One statement per event: the next `seq` and the duplicate check (same key: already logged) in SQL.
         for event in events:
-            conn.execute(
+            cursor = conn.execute(
                 'INSERT INTO events (namespace, session_id, seq, key, kind, message_index, sha256, payload, '
                 'block_ids_json, created_at) SELECT ?1, ?2, coalesce(max(seq), -1) + 1, ?3, ?4, ?5, ?6, ?7, ?8, ?9 '
                 'FROM events WHERE namespace = ?1 AND session_id = ?2 '
@@ -901,6 +928,9 @@ class SqliteStore:
                     event.payload, json.dumps(list(event.block_ids)), event.created_at or created,
                 ),
             )  # fmt: skip
+            if cursor.rowcount == 0:
+                held.append(event)
+        return held
 
     def delete_session(self, session_id: str, *, namespace: str = DEFAULT_NAMESPACE) -> int:
         scope = (namespace, session_id)
