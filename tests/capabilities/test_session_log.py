@@ -160,9 +160,7 @@ async def test_two_runs_writing_one_session_at_once_both_reach_the_log(
             ]
             assert {message_text(m) for m in originals} <= logged  # every message either run sent or got
         report = verify_store(store, namespace=namespace, session_id='s')
-        assert report.blocks_checked >= 4  # both runs evicted: every block recovers byte for byte, every memento
-        # links to it; the session's page index is the one thing two runs at once can leave uneven (README limits)
-        assert {p.kind for p in report.problems} <= {'page_missing_block', 'block_without_page', 'block_in_many_pages'}
+        assert report.ok and report.blocks_checked >= 4  # both runs evicted, into one page index
     finally:
         store.close()
     assert 'another run is writing session' in caplog.text

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+from dataclasses import replace
 from datetime import UTC, datetime
 
 import pytest
@@ -37,6 +38,7 @@ from mementograph.knowledge_graph.store import (
     BlockNotFoundError,
     LogConflictError,
     MementoNotFoundError,
+    PageConflictError,
     recover_chain,
 )
 from tests.builders import rich_history, session_history
@@ -287,6 +289,30 @@ def test_a_branch_is_appended_after_the_end_of_the_log(backend: Backend) -> None
         store.append_branch([*offsets(messages[:1]), *offsets(messages[1:2], 'other')])
     assert store.last_message_index('s', namespace=ns) == len(messages) - 1  # the refused calls wrote nothing
     assert store.last_message_index('other', namespace=ns) == -1
+
+
+def test_an_eviction_whose_pages_are_out_of_date_writes_nothing(backend: Backend) -> None:
+    store, ns = backend.store, backend.namespace
+    first, block1, _ = make_eviction(session_history(1), session_id='s', namespace=ns, seq=0)
+    second, block2, _ = make_eviction(session_history(2)[4:], session_id='s', namespace=ns, seq=4)
+
+    def page(*blocks: BlockRecord) -> PageRecord:
+        return PageRecord(
+            id=page_id_for(ns, 's', 1), session_id='s', namespace=ns, number=1, summary='', topics=(),
+            first_turn=min(b.first_message for b in blocks), last_turn=max(b.last_message for b in blocks),
+            block_ids=tuple(b.id for b in blocks),
+        )  # fmt: skip
+
+    store.write_eviction(replace(first, pages=(page(block1),)))
+    store.write_eviction(replace(first, pages=(page(block1),)))  # a retry of the same eviction: nothing changes
+    with pytest.raises(PageConflictError, match='another run'):
+        store.write_eviction(replace(second, pages=(page(block2),)))  # computed as if page 1 were still empty
+    with pytest.raises(BlockNotFoundError):
+        store.get_block(block2.id, namespace=ns)  # the whole eviction was rolled back
+    assert store.list_pages(namespace=ns, session_id='s') == [page(block1)]
+    store.write_eviction(replace(second, pages=(page(block1, block2),)))  # computed again from the store
+    assert store.list_pages(namespace=ns, session_id='s') == [page(block1, block2)]
+    assert store.get_block(block2.id, namespace=ns).id == block2.id
 
 
 def test_pages_and_mentions_round_trip(backend: Backend) -> None:

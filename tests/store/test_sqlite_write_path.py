@@ -16,7 +16,7 @@ from pathlib import Path
 import pytest
 
 from mementograph.knowledge_graph import BlockRecord, EntityRecord, Eviction, MementoRecord, Mention, PageRecord
-from mementograph.knowledge_graph.store import SqliteStore
+from mementograph.knowledge_graph.store import PageConflictError, SqliteStore
 from mementograph.knowledge_graph.store._sqlite import _REBUILD_QUEUE_ROWS
 from tests.builders import session_history
 
@@ -287,7 +287,7 @@ def test_writes_after_deleting_the_newest_session_are_indexed(tmp_path: Path) ->
         assert [hit.id for hit in store.search_text('mem_new')] == ['mem_new']
 
 
-def test_page_members_keep_their_first_position(tmp_path: Path) -> None:
+def test_a_page_grows_from_the_members_it_holds(tmp_path: Path) -> None:
     blocks = [replace(BASE, id=f'blk_{i}', seq=i) for i in range(3)]
     page = PageRecord(
         id='pg_1', session_id='s', namespace='default', number=1, first_turn=0, last_turn=1, summary='',
@@ -295,7 +295,11 @@ def test_page_members_keep_their_first_position(tmp_path: Path) -> None:
     )  # fmt: skip
     with SqliteStore(tmp_path / 'pages.db') as store:
         store.write_eviction(Eviction(session_id='s', blocks=tuple(blocks[:2]), pages=(page,)))
-        grown = replace(page, summary='closed', topics=('t',), block_ids=('blk_1', 'blk_0', 'blk_2', 'blk_2'))
+        reordered = replace(page, block_ids=('blk_1', 'blk_0', 'blk_2'))  # not what the page holds: refused
+        with pytest.raises(PageConflictError):
+            store.write_eviction(Eviction(session_id='s', blocks=(blocks[2],), pages=(reordered,)))
+        assert store.list_pages() == [page] and len(store.list_blocks(session_id='s')) == 2
+        grown = replace(page, summary='closed', topics=('t',), block_ids=('blk_0', 'blk_1', 'blk_2', 'blk_2'))
         store.write_eviction(Eviction(session_id='s', blocks=(blocks[2],), pages=(grown,)))
 
         assert store.list_pages() == [replace(grown, block_ids=('blk_0', 'blk_1', 'blk_2'))]

@@ -55,7 +55,7 @@ from ..knowledge_graph.memory import (
     segment_blocks,
 )
 from ..knowledge_graph.recall import pages_for_eviction
-from ..knowledge_graph.store import GraphStore, LogConflictError, NotFoundError
+from ..knowledge_graph.store import GraphStore, LogConflictError, NotFoundError, PageConflictError
 from ._events import MementoWarning
 from ._layout import MICRO_METADATA, Slot, StubInfo, layout, make_stub, micro_part_id, stub_info, stub_shape
 from ._logwriter import SessionLogWriter
@@ -75,6 +75,9 @@ _MIN_EVICTABLE_TOKENS: Final = 2 * _STUB_OVERHEAD_TOKENS
 """A complete block smaller than this is left in context: its memento and stub would not be smaller than it."""
 _STUB_MARGIN_TOKENS: Final = 8
 """Taken off a too-large stub of an oversized tool result, beyond its excess, when its size is corrected."""
+
+_PAGE_ATTEMPTS: Final = 5
+"""Times an eviction computes its pages and writes when other runs keep paging the session's blocks meanwhile."""
 
 logger = logging.getLogger('mementograph')
 
@@ -813,16 +816,6 @@ class SessionCompactor:
                 report, usage_tokens=usage, skipped=f'saving {saving} tokens is below min_saving_tokens'
             )
 
-        pages = await self.calls(
-            pages_for_eviction,
-            self.store,
-            session_id=self.session_id,
-            namespace=self.namespace,
-            blocks=blocks,
-            mementos=mementos,
-            mentions=mentions,
-            earlier_mentions=self._recent_mentions,
-        )
         compaction = CompactionReport(
             trigger=report.trigger,
             tokens_before=tokens,
@@ -841,14 +834,13 @@ class SessionCompactor:
             block_ids=compaction.block_ids,
         )
         await self.calls(
-            self.store.write_eviction,
+            self._write_paged,
             Eviction(
                 session_id=self.session_id,
                 namespace=self.namespace,
                 blocks=tuple(blocks),
                 mementos=tuple(mementos),
                 mentions=tuple(mentions),
-                pages=pages,
                 events=(event,),
             ),
         )
@@ -863,6 +855,26 @@ class SessionCompactor:
             memento_tokens=report.memento_tokens + sum(m.tokens for m in mementos),
             usage_tokens=usage,
         )
+
+    def _write_paged(self, eviction: Eviction) -> None:
+        """`write_eviction` with the pages of its blocks, computed from the session's pages as the store holds
+        them; computed again when another run paged blocks of the session in between (`PageConflictError`)."""
+        for attempt in range(_PAGE_ATTEMPTS):
+            pages = pages_for_eviction(
+                self.store,
+                session_id=self.session_id,
+                namespace=self.namespace,
+                blocks=eviction.blocks,
+                mementos=eviction.mementos,
+                mentions=eviction.mentions,
+                earlier_mentions=self._recent_mentions,
+            )
+            try:
+                self.store.write_eviction(replace(eviction, pages=pages))
+                return
+            except PageConflictError:
+                if attempt == _PAGE_ATTEMPTS - 1:
+                    raise
 
     def engine_ratio(self) -> float:
         """The compressor's size target, used to plan how many blocks to evict."""

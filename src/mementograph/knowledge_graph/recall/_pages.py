@@ -162,10 +162,11 @@ def pages_for_eviction(
     last_turn = current.last_turn if current is not None else blocks[0].last_message
     for block in blocks:
         if not members:
-            first_turn = block.first_message
+            first_turn, last_turn = block.first_message, block.last_message
         members.append(block.id)
         tokens += block.tokens
-        last_turn = block.last_message
+        # one run's blocks come in log order; two runs writing one session at once interleave their positions
+        first_turn, last_turn = min(first_turn, block.first_message), max(last_turn, block.last_message)
         if len(members) >= policy.blocks_per_page or tokens >= policy.tokens_per_page:
             out.append(
                 _close(

@@ -3,16 +3,25 @@
 from __future__ import annotations
 
 import re
-from collections.abc import Sequence
+from collections.abc import Mapping, Sequence
 from dataclasses import replace
 from datetime import UTC, datetime
 
 from ..._messages import deserialize_messages, messages_sha256
-from .._schema import DEFAULT_NAMESPACE, BlockRecord, SessionEvent
-from ._errors import BlockIntegrityError, LogConflictError
+from .._schema import DEFAULT_NAMESPACE, BlockRecord, PageRecord, SessionEvent
+from ._errors import BlockIntegrityError, LogConflictError, PageConflictError
 from ._protocol import GraphStore, RecoveredBlock
 
-__all__ = ('branch_events', 'check_block', 'fts_terms', 'log_conflict', 'now_iso', 'recover_block', 'recover_chain')
+__all__ = (
+    'branch_events',
+    'check_block',
+    'check_page',
+    'fts_terms',
+    'log_conflict',
+    'now_iso',
+    'recover_block',
+    'recover_chain',
+)
 
 
 def now_iso() -> str:
@@ -37,6 +46,24 @@ def branch_events(events: Sequence[SessionEvent], last: int) -> list[SessionEven
     if any(event.kind != 'message' or event.message_index is None for event in events):
         raise ValueError('append_branch takes message events only')
     return [replace(event, message_index=last + 1 + (event.message_index or 0)) for event in events]
+
+
+def check_page(page: PageRecord, held: Mapping[str, int]) -> None:
+    """Raise `PageConflictError` unless a page, as it holds its members after an eviction's write (block id ->
+    position), agrees with the eviction's record of it: every member of the record at its own position, every other
+    member after them. So a record that extends the page as the store held it passes, and so does a retried older
+    record (a prefix); one computed from a page another run has grown since does not (the check runs inside the
+    write's transaction, which the error rolls back). A member the backend could not link (no such block) is left
+    out of `held` and of the check."""
+    members = list(dict.fromkeys(page.block_ids))
+    place = {block_id: position for position, block_id in enumerate(members)}
+    for block_id, position in held.items():
+        own = place.get(block_id)
+        if position != own if own is not None else position < len(members):
+            raise PageConflictError(
+                f'page {page.number} of session {page.session_id!r} (namespace {page.namespace!r}) changed since '
+                "this eviction's pages were computed: another run evicted from the session at the same time"
+            )
 
 
 def check_block(record: BlockRecord) -> RecoveredBlock:

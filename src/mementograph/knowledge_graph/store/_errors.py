@@ -8,6 +8,7 @@ __all__ = (
     'LogConflictError',
     'MementoNotFoundError',
     'NotFoundError',
+    'PageConflictError',
     'QueryError',
     'ReadOnlyViolationError',
     'ScopeViolationError',
@@ -56,6 +57,11 @@ class LogConflictError(StoreError):
         super().__init__(message)
         self.message_index = message_index
         """The first position the log holds another message at."""
+
+
+class PageConflictError(StoreError):
+    """An eviction's page record does not continue the page the store holds: another run evicted from the session
+    since the pages were computed. Nothing of the eviction was written; compute its pages again and retry."""
 
 
 class NotFoundError(StoreError, LookupError):

@@ -41,7 +41,7 @@ from .._schema import (
     StoreStats,
     entity_id_for,
 )
-from ._base import branch_events, check_block, fts_terms, log_conflict, now_iso
+from ._base import branch_events, check_block, check_page, fts_terms, log_conflict, now_iso
 from ._cypher import (
     DEFAULT_QUERY_LIMIT,
     DEFAULT_QUERY_TIMEOUT,
@@ -303,6 +303,15 @@ same round trip (`Neo4jStore._write_statement`). In clause order:
 - pages (upserted) and their CONTAINS edges; events with their seq, linked IN_SESSION.
 Every part is a batched UNWIND … MERGE, so a retried eviction changes nothing. `append_events` runs the same
 statement with only events, and `_LOGGED_SHAS` after it."""
+
+_PAGE_MEMBERS: Final = """
+WITH count(*) AS written
+UNWIND $page_ids AS page_id
+MATCH (p:Page {id: page_id})-[c:CONTAINS]->(b:EvictedBlock)
+RETURN page_id AS page, collect([b.id, c.position]) AS members
+"""
+"""Appended to `_WRITE_EVICTION` when the eviction writes pages: each page's members and their positions as it
+holds them now, read in the same transaction (under the session's lock) for `check_page`."""
 
 _LOCK_SESSION_LAST_MESSAGE: Final = """
 MERGE (s:Session {key: $key})
@@ -741,7 +750,19 @@ class Neo4jStore:
     # -- writes ---------------------------------------------------------------------------------------------
 
     def write_eviction(self, eviction: Eviction) -> None:
-        self._write_statement('write_eviction', _WRITE_EVICTION, _eviction_params(eviction, now_iso()))
+        params = _eviction_params(eviction, now_iso())
+        if not eviction.pages:
+            self._write_statement('write_eviction', _WRITE_EVICTION, params)
+            return
+        pages = {page.id: page for page in eviction.pages}
+
+        def check(result: neo4j.Result) -> None:
+            for row in result:  # raised inside the transaction: rolled back
+                check_page(pages[row['page']], {block_id: position for block_id, position in row['members']})
+
+        self._write_statement(
+            'write_eviction', _WRITE_EVICTION + _PAGE_MEMBERS, {**params, 'page_ids': list(pages)}, check
+        )
 
     def append_events(self, events: Sequence[SessionEvent]) -> None:
         if not events:

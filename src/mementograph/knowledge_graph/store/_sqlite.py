@@ -35,7 +35,7 @@ from .._schema import (
     StoreStats,
     entity_id_for,
 )
-from ._base import branch_events, check_block, fts_terms, log_conflict, now_iso
+from ._base import branch_events, check_block, check_page, fts_terms, log_conflict, now_iso
 from ._errors import (
     BlockNotFoundError,
     MementoNotFoundError,
@@ -876,6 +876,8 @@ class SqliteStore:
                         json.dumps(list(page.topics)), json.dumps(members),
                     ),
                 )  # fmt: skip
+                held = conn.execute('SELECT members_json FROM pages WHERE id = ?', (page.id,)).fetchone()[0]
+                check_page(page, json.loads(held))  # raised inside the transaction: rolled back
             self._insert_events(conn, eviction.events, created)
 
     def append_events(self, events: Sequence[SessionEvent]) -> None:
