@@ -10,7 +10,8 @@ from pathlib import Path
 from typing import Any
 
 import pytest
-from pydantic_ai.messages import BinaryContent, ModelMessage, ModelResponse
+from pydantic_ai import Agent
+from pydantic_ai.messages import BinaryContent, ModelMessage, ModelResponse, TextPart
 from pydantic_ai.models.function import AgentInfo, FunctionModel
 
 from mementograph import MementoCompaction, open_store
@@ -164,3 +165,35 @@ async def test_two_runs_writing_one_session_at_once_both_reach_the_log(
     finally:
         store.close()
     assert 'another run is writing session' in caplog.text
+
+
+async def test_two_continuations_of_one_conversation_at_once_log_as_two_branches(
+    shared_store: tuple[str, str],
+) -> None:
+    uri, namespace = shared_store
+
+    def agent(tag: str) -> Agent[None, str]:
+        async def reply(messages: list[ModelMessage], info: AgentInfo) -> ModelResponse:
+            await asyncio.sleep(0.02)  # both runs are past their first append before either answers
+            return ModelResponse(parts=[TextPart(f'{tag} answers after {len(messages)} messages')])
+
+        return Agent(FunctionModel(reply), capabilities=[MementoCompaction(uri, namespace=namespace)])
+
+    first = await agent('A').run('Hello.')
+    history = first.all_messages()
+    one, two = await asyncio.gather(
+        agent('B1').run('Continue one.', message_history=history),
+        agent('B2').run('Continue two.', message_history=history),
+    )
+
+    session = history[-1].conversation_id
+    assert session is not None
+    store = open_store(uri)
+    try:
+        events = [e for e in store.read_events(session, namespace=namespace) if e.kind == 'message']
+    finally:
+        store.close()
+    assert [e.message_index for e in events] == list(range(8))
+    texts = [message_text(deserialize_messages(e.payload)[0]) for e in events]
+    branches = sorted([texts[:4], texts[4:]])  # either may come first: the one that met the other is logged second
+    assert branches == sorted([message_text(m) for m in run.all_messages()] for run in (one, two))
