@@ -409,6 +409,16 @@ class MessageRedactor:
         """
         return [self._one(message) for message in messages]
 
+    def known(self, redacted: ModelMessage) -> ModelMessage:
+        """Remember `redacted` as its own redacted form (a message read back from the archive, redacted when it was
+        archived), so it is not redacted a second time; returns it."""
+        with self._lock:
+            self._memo[id(redacted)] = (redacted, redacted)
+            self._memo.move_to_end(id(redacted))
+            while len(self._memo) > self._limit:
+                self._memo.popitem(last=False)
+        return redacted
+
     def _one(self, message: ModelMessage) -> ModelMessage:
         key = id(message)
         with self._lock:

@@ -5,13 +5,13 @@ position another one holds."""
 from __future__ import annotations
 
 import asyncio
-from collections.abc import Awaitable, Iterator
+from collections.abc import Awaitable, Callable, Iterator
 from pathlib import Path
 from typing import Any
 
 import pytest
 from pydantic_ai import Agent
-from pydantic_ai.messages import BinaryContent, ModelMessage, ModelResponse, TextPart
+from pydantic_ai.messages import BinaryContent, ModelMessage, ModelResponse, TextPart, ToolCallPart
 from pydantic_ai.models.function import AgentInfo, FunctionModel
 
 from mementograph import MementoCompaction, open_store
@@ -197,3 +197,34 @@ async def test_two_continuations_of_one_conversation_at_once_log_as_two_branches
     texts = [message_text(deserialize_messages(e.payload)[0]) for e in events]
     branches = sorted([texts[:4], texts[4:]])  # either may come first: the one that met the other is logged second
     assert branches == sorted([message_text(m) for m in run.all_messages()] for run in (one, two))
+
+
+@pytest.mark.parametrize('redact', [None, lambda text: text.replace('line', 'line+')], ids=['plain', 'redacted'])
+async def test_a_branch_logs_micro_compacted_tool_results_as_they_arrived(
+    store: GraphStore, redact: Callable[[str], str] | None
+) -> None:
+    def model(messages: list[ModelMessage], info: AgentInfo) -> ModelResponse:
+        calls = sum(1 for m in messages if isinstance(m, ModelResponse))
+        if calls < 3:
+            return ModelResponse(parts=[ToolCallPart('dump', {'i': calls}, tool_call_id=f'dump_{calls}')])
+        return ModelResponse(parts=[TextPart('Done.')])
+
+    capability = MementoCompaction(
+        store, max_tokens=9_000, session_id='s', micro_min_tokens=200, keep_recent_messages=2, redact=redact
+    )
+    agent = Agent(FunctionModel(model), capabilities=[capability])
+
+    @agent.tool_plain
+    def dump(i: int) -> str:
+        """Dump a table."""
+        return '\n'.join(f'line {j} of dump {i}: value={j * i}' for j in range(300))
+
+    history = (await agent.run('Task A.')).all_messages()
+    assert sum('of this tool result archived' in message_text(m) for m in history) == 2  # stubbed in the history
+    await agent.run('Another task.')  # the log moves on: a run from `history` is a branch of it
+    before = len(logged(store))
+    await agent.run('Branch.', message_history=history)
+    log = logged(store)
+    # the tool results whole, as first logged (and redacted once: the hook is not idempotent)
+    assert log[before : before + len(history)] == log[: len(history)]
+    assert ('line+ 7 of dump 1' in ' '.join(message_text(m) for m in log[before:])) == (redact is not None)

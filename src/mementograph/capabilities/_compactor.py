@@ -370,9 +370,20 @@ class SessionCompactor:
                 self._writer = SessionLogWriter(
                     self.store, self.session_id, self.namespace, redact=self._message_redactor()
                 )
-            self._writer.submit([(slot.log_index, messages[slot.index]) for slot in reversed(pending)])
+            self._writer.submit(
+                [(slot.log_index, self._as_arrived(messages[slot.index])) for slot in reversed(pending)]
+            )
             self._logged_through = pending[0].log_index
         return len(pending)
+
+    def _as_arrived(self, message: ModelMessage) -> ModelMessage:
+        """`message`, or the original of a micro-compacted one, read back from the archive (redacted there): a
+        branch logs its whole history again, stubbed tool results too, and the log holds what arrived."""
+        if not any(_micro_id_of(part) is not None for part in message.parts):
+            return message
+        original = self._originals([message])[0]
+        redactor = self._message_redactor()
+        return original if redactor is None else redactor.known(original)
 
     def _relog(self, messages: Sequence[ModelMessage]) -> None:
         """After a conflict (another run took a position this run's layout gave): log the history again after the
