@@ -236,8 +236,8 @@ class SessionCompactor:
         # `_seen` keeps the messages alive, so an equal id is the same object
         ids = list(map(id, messages))
         if known > len(messages) or ids[:known] != self._seen_ids:
-            self._seen, self._seen_slots, self._seen_position, known = [], [], 0, 0
-            self._seen_tokens = self._exact_upto = self._bound_rest = 0
+            self._forget_view()
+            known = 0
         if known < len(messages):
             self._seen_slots, self._seen_position = layout(
                 messages, start=known, slots=self._seen_slots, position=self._seen_position or self.log_base(messages)
@@ -245,6 +245,11 @@ class SessionCompactor:
             self._bound_rest += sum(len(message_text(m).encode()) + MESSAGE_OVERHEAD_TOKENS for m in messages[known:])
             self._seen, self._seen_ids = list(messages), ids
         return self._seen_slots
+
+    def _forget_view(self) -> None:
+        """Drop `view`'s cache: the next call lays the history out anew (from `log_base`)."""
+        self._seen, self._seen_slots, self._seen_ids, self._seen_position = [], [], [], 0
+        self._seen_tokens = self._exact_upto = self._bound_rest = 0
 
     def log_base(self, messages: Sequence[ModelMessage]) -> int:
         """The log position of the history's first message, found once per run.
@@ -404,8 +409,7 @@ class SessionCompactor:
             for offset, message in enumerate(originals)
         ]
         self._base = self._logged_through = None
-        self._seen, self._seen_slots, self._seen_ids, self._seen_position = [], [], [], 0
-        self._seen_tokens = self._exact_upto = self._bound_rest = 0
+        self._forget_view()
         if events:  # the new base: the raw messages come after every stub's range, one position each
             self._base = self.store.append_branch(events)
             self._logged_through = self._base + len(events) - 1

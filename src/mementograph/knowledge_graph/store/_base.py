@@ -59,7 +59,8 @@ def check_page(page: PageRecord, held: Mapping[str, int]) -> None:
     place = {block_id: position for position, block_id in enumerate(members)}
     for block_id, position in held.items():
         own = place.get(block_id)
-        if position != own if own is not None else position < len(members):
+        fits = position == own if own is not None else position >= len(members)
+        if not fits:
             raise PageConflictError(
                 f'page {page.number} of session {page.session_id!r} (namespace {page.namespace!r}) changed since '
                 "this eviction's pages were computed: another run evicted from the session at the same time"

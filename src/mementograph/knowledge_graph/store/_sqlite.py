@@ -501,6 +501,16 @@ def _text_df(conn: sqlite3.Connection, memo: dict[tuple[str, str, int], int], ph
     return df
 
 
+def _last_message_index(conn: sqlite3.Connection, namespace: str, session_id: str) -> int:
+    """The highest `message_index` in a session's log, or -1."""
+    row = conn.execute(
+        'SELECT max(message_index) FROM events WHERE namespace = ? AND session_id = ? '
+        'AND message_index IS NOT NULL',  # the condition lets the (partial) events_messages index answer
+        (namespace, session_id),
+    ).fetchone()
+    return -1 if row[0] is None else int(row[0])
+
+
 def _scoped_text(
     conn: sqlite3.Connection, match: str, namespace: str, session_id: str | None, k: int
 ) -> list[tuple[str, float]]:
@@ -905,12 +915,7 @@ class SqliteStore:
         branch_events(events, -1)  # checked before the write lock is taken
         with self._write() as conn:
             conn.execute(_INSERT_SESSION, (first.namespace, first.session_id, created))
-            last = conn.execute(
-                'SELECT max(message_index) FROM events WHERE namespace = ? AND session_id = ? '
-                'AND message_index IS NOT NULL',
-                (first.namespace, first.session_id),
-            ).fetchone()[0]
-            placed = branch_events(events, -1 if last is None else int(last))
+            placed = branch_events(events, _last_message_index(conn, first.namespace, first.session_id))
             self._insert_events(conn, placed, created)
         return placed[0].message_index or 0
 
@@ -1029,12 +1034,7 @@ class SqliteStore:
 
     def last_message_index(self, session_id: str, *, namespace: str = DEFAULT_NAMESPACE) -> int:
         with self._read() as conn:
-            row = conn.execute(
-                'SELECT max(message_index) FROM events WHERE namespace = ? AND session_id = ? '
-                'AND message_index IS NOT NULL',  # the condition lets the (partial) events_messages index answer
-                (namespace, session_id),
-            ).fetchone()
-        return -1 if row[0] is None else int(row[0])
+            return _last_message_index(conn, namespace, session_id)
 
     def message_indices_of(self, session_id: str, sha256: str, *, namespace: str = DEFAULT_NAMESPACE) -> list[int]:
         with self._read() as conn:
