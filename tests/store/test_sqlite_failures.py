@@ -202,3 +202,46 @@ def test_an_absolute_path_with_four_slashes_is_the_same_file(tmp_path: Path) -> 
         four.list_sessions()
     assert f'{tmp_path / "m.db"} failed: Cannot operate on a closed database' in str(info.value)
     assert 'corrupt' not in str(info.value)
+
+
+_OPENER = r"""
+import sys, time
+from mementograph.knowledge_graph.store import open_store
+
+# one line per round on stdin: a start time and a new file; this process opens the file at that moment
+for line in sys.stdin:
+    start, path = line.split(' ', 1)
+    while time.time() < float(start):
+        pass
+    try:
+        open_store(f'sqlite://{path.strip()}').close()
+        print('ok', flush=True)
+    except Exception as error:
+        print(f'{type(error).__name__}: {error}'.replace('\n', ' '), flush=True)
+"""
+
+
+def test_a_new_file_opened_by_several_processes_at_once(tmp_path: Path) -> None:
+    """Each process gets a working store: one creates the schema, the others wait for it (before, 1 round in ~10
+    failed: a process read the schema half made, as another application's tables, or gave up at once on the switch
+    to WAL with 'locked for 5 s')."""
+    openers = [
+        subprocess.Popen(
+            [sys.executable, '-c', _OPENER], cwd=REPO, stdin=subprocess.PIPE, stdout=subprocess.PIPE, text=True
+        )
+        for _ in range(6)
+    ]
+    try:
+        for round_ in range(30):
+            path = tmp_path / f'new-{round_}.db'
+            start = time.time() + 0.3
+            for opener in openers:
+                assert opener.stdin is not None
+                opener.stdin.write(f'{start} {path}\n')
+                opener.stdin.flush()
+            outcomes = [opener.stdout.readline().strip() for opener in openers if opener.stdout is not None]
+            assert outcomes == ['ok'] * 6, f'round {round_}: {outcomes}'
+    finally:
+        for opener in openers:
+            opener.kill()
+            opener.wait()

@@ -650,11 +650,7 @@ class SqliteStore:
             raise StoreUnavailableError(f'cannot open {self._where()}: {exc}') from exc
         conn.row_factory = sqlite3.Row
         try:
-            conn.execute('PRAGMA journal_mode = WAL')
-            conn.execute('PRAGMA synchronous = NORMAL')
-            conn.execute('PRAGMA cache_size = -65536')  # 64 MiB: index pages stay hot at 100k blocks
-            conn.execute('PRAGMA secure_delete = ON')  # deleted rows are zeroed, not left readable in the file
-            self._init_schema(conn)
+            self._set_up(conn)
         except sqlite3.OperationalError as exc:
             conn.close()
             if 'locked' in str(exc) or 'busy' in str(exc):
@@ -671,12 +667,33 @@ class SqliteStore:
             ) from exc
         return conn
 
+    def _set_up(self, conn: sqlite3.Connection) -> None:
+        """Pragmas and schema, tried again within the busy timeout while another process is setting up the same
+        new file: switching a new file to WAL, or the first reads racing its schema's creation, get SQLITE_BUSY at
+        once, without SQLite's busy handler."""
+        deadline = time.monotonic() + self._busy_timeout
+        while True:
+            try:
+                conn.execute('PRAGMA journal_mode = WAL')
+                conn.execute('PRAGMA synchronous = NORMAL')
+                conn.execute('PRAGMA cache_size = -65536')  # 64 MiB: index pages stay hot at 100k blocks
+                conn.execute('PRAGMA secure_delete = ON')  # deleted rows are zeroed, not left readable in the file
+                self._init_schema(conn)
+                return
+            except sqlite3.OperationalError as exc:
+                if not ('locked' in str(exc) or 'busy' in str(exc)) or time.monotonic() >= deadline:
+                    raise
+                time.sleep(0.01)
+
     def _init_schema(self, conn: sqlite3.Connection) -> None:
-        row = conn.execute("SELECT name FROM sqlite_master WHERE type = 'table' AND name = 'meta'").fetchone()
-        has_tables = conn.execute("SELECT count(*) FROM sqlite_master WHERE type = 'table'").fetchone()[0] > 0
-        if row is None and has_tables:
+        # one statement, so one snapshot: another process creating the schema between two reads would make the
+        # file look like another application's
+        tables, has_meta = conn.execute(
+            "SELECT count(*), coalesce(sum(name = 'meta'), 0) FROM sqlite_master WHERE type = 'table'"
+        ).fetchone()
+        if not has_meta and tables:
             raise sqlite3.DatabaseError('it holds tables of another application')
-        if row is not None:
+        if has_meta:
             fmt = conn.execute("SELECT value FROM meta WHERE key = 'format'").fetchone()
             if fmt is not None and fmt[0] in _OLD_FORMATS:
                 self._migrate(conn, fmt[0])
