@@ -384,9 +384,10 @@ class SessionCompactor:
     def _as_arrived(self, message: ModelMessage) -> ModelMessage:
         """`message`, or the original of a micro-compacted one, read back from the archive (redacted there): a
         branch logs its whole history again, stubbed tool results too, and the log holds what arrived."""
-        if not any(_micro_id_of(part) is not None for part in message.parts):
+        part_id = _micro_part_of(message)
+        if part_id is None:
             return message
-        original = self._originals([message])[0]
+        original = self._archived_part(part_id)[0]
         redactor = self._message_redactor()
         return original if redactor is None else redactor.known(original)
 
@@ -684,16 +685,13 @@ class SessionCompactor:
         archived parts (redacted already), the others come from `archived` (the log writer's redaction, reused)."""
         originals: list[ModelMessage] = []
         for message in messages:
-            part_id = next(
-                (pid for part in message.parts if (pid := _micro_id_of(part)) is not None),
-                None,
-            )
-            if part_id is None:
-                originals.extend(self.archived([message]))
-            else:
-                recovered = self.store.recover_block(part_id, namespace=self.namespace, session_id=self.session_id)
-                originals.extend(recovered.messages)
+            part_id = _micro_part_of(message)
+            originals.extend(self.archived([message]) if part_id is None else self._archived_part(part_id))
         return originals
+
+    def _archived_part(self, part_id: str) -> tuple[ModelMessage, ...]:
+        """The message a micro-compacted part was cut from, as archived (redacted already)."""
+        return self.store.recover_block(part_id, namespace=self.namespace, session_id=self.session_id).messages
 
     def _candidates(self, messages: list[ModelMessage]) -> list[tuple[Segment, int]]:
         """Complete blocks that may be evicted, oldest first, each with its first log position."""
@@ -993,6 +991,11 @@ class SessionCompactor:
             merged_memento_ids=(*report.merged_memento_ids, memento.id),
             usage_tokens=report.usage_tokens + result.usage_tokens,
         )
+
+
+def _micro_part_of(message: ModelMessage) -> str | None:
+    """The archive id of a micro-compacted part of `message` (its first), or `None`."""
+    return next((pid for part in message.parts if (pid := _micro_id_of(part)) is not None), None)
 
 
 def _micro_id_of(part: object) -> str | None:
