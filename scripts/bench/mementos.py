@@ -10,6 +10,8 @@ default). Reported, over all blocks:
 - memento/block token ratio: median and quartiles (target: median <= 0.20);
 - compress+judge time per block: median ms, and as a multiple of tokenizing the block once (the baseline,
   measured in the same run, because absolute times are noisy on shared machines);
+- file reads: of the blocks whose long outputs show definitions (`def`, `class`, ...: a file read, a grep of
+  code), the share whose memento names at least one, and the share of those names it names;
 - the worst blocks (unverified, lowest retention, highest ratio) and why they fall short.
 
 Usage:
@@ -62,6 +64,10 @@ class BlockRow:
     rejects_invented_path: bool
     truncation_passes: bool
     truncation_retention: float
+    definitions_shown: int
+    """Names of the definitions the block's long outputs show (`_outline`)."""
+    definitions_named: int
+    """Of those, named in the memento (as a word)."""
 
 
 def _corruptions(memento: str, block_text: str, tokens: int, counter: TokenCounter) -> tuple[str | None, str, str]:
@@ -107,6 +113,8 @@ async def _run(args: argparse.Namespace, data: Path) -> dict[str, object]:
         fact_retention,
         segment_blocks,
     )
+    from mementograph.knowledge_graph.memory._block import actions_for
+    from mementograph.knowledge_graph.memory._outline import outline
 
     counter = TokenCounter()
     engine = MementoEngine(
@@ -141,6 +149,14 @@ async def _run(args: argparse.Namespace, data: Path) -> dict[str, object]:
             judge = engine.judge
             assert isinstance(judge, RubricJudge)
             truncated_verdict = judge.check(block, truncated)
+            shown = {
+                definition.name
+                for action in actions_for(block)
+                if action.output
+                for definition in outline(action.output, limit=len(action.output))
+                if definition.name
+            }
+            memento_words = set(re.findall(r'\w+', result.text))
             rows.append(
                 BlockRow(
                     trajectory=file.name.removesuffix('.traj.json'),
@@ -162,6 +178,8 @@ async def _run(args: argparse.Namespace, data: Path) -> dict[str, object]:
                     rejects_invented_path=not judge.check(block, invented).passed,
                     truncation_passes=truncated_verdict.passed,
                     truncation_retention=fact_retention(block.text, truncated),
+                    definitions_shown=len(shown),
+                    definitions_named=len(shown & memento_words),
                 )
             )
     total = len(rows)
@@ -173,6 +191,7 @@ async def _run(args: argparse.Namespace, data: Path) -> dict[str, object]:
     slowdowns = [row.ms / row.baseline_ms for row in rows if row.baseline_ms > 0]
     q1, median_ratio, q3 = _quantiles(ratios)
     with_exit = [row for row in rows if row.rejects_dropped_exit_code is not None]
+    reads = [row for row in rows if row.definitions_shown]
     summary: dict[str, object] = {
         'trajectories': len(files),
         'blocks': total,
@@ -197,6 +216,12 @@ async def _run(args: argparse.Namespace, data: Path) -> dict[str, object]:
         'judge_rejects_invented_path': sum(1 for row in rows if row.rejects_invented_path) / total,
         'truncation_baseline_pass_rate': sum(1 for row in rows if row.truncation_passes) / total,
         'truncation_baseline_fact_retention_mean': statistics.mean(row.truncation_retention for row in rows),
+        'file_read_blocks': len(reads),
+        'file_reads_naming_a_definition': sum(1 for row in reads if row.definitions_named) / len(reads)
+        if reads
+        else None,
+        'file_read_definitions_named': sum(row.definitions_named for row in reads)
+        / max(1, sum(row.definitions_shown for row in reads)),
         'targets': {
             'acceptance_within_2': acceptance['2'] >= 0.95,
             'fact_retention': (facts_kept / facts_total if facts_total else 1.0) >= 0.98,
@@ -276,6 +301,12 @@ def _print(report: dict[str, object]) -> None:
             f'{summary["truncation_baseline_fact_retention_mean"]:.1%}',
             '',
         ),
+        (
+            f'file reads ({summary["file_read_blocks"]} blocks): naming a definition',
+            f'{summary["file_reads_naming_a_definition"] or 0:.1%}',
+            '',
+        ),
+        ('  definitions they show, named', f'{summary["file_read_definitions_named"]:.1%}', ''),
     ]
     width = max(len(name) for name, _, _ in rows)
     value_width = max(len(value) for _, value, _ in rows)

@@ -1,8 +1,8 @@
-"""Text helpers shared by the fact and entity extractors."""
+"""Text helpers shared by the fact and entity extractors and the compressor."""
 
 from __future__ import annotations
 
-__all__ = ('Blanks',)
+__all__ = ('Blanks', 'cut_words')
 
 
 class Blanks:
@@ -25,3 +25,12 @@ class Blanks:
     @property
     def text(self) -> str:
         return ''.join(self._chars)
+
+
+def cut_words(text: str, limit: int) -> str:
+    """`text` cut to at most `limit` characters, at the last space when one falls in the second half."""
+    if len(text) <= limit:
+        return text
+    head = text[:limit]
+    space = head.rfind(' ')
+    return head[:space] if space > limit // 2 else head

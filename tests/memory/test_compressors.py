@@ -137,3 +137,76 @@ def test_an_outer_usage_meter_counts_what_inner_meters_count() -> None:
         record_usage(-3)  # never negative
     assert (inner.tokens, inner.requests) == (7, 1)
     assert (outer.tokens, outer.requests) == (12, 3)
+
+
+def _cart_listing() -> str:
+    """`nl -ba` output of an 84-line module: four definitions among their bodies."""
+    lines = ['import json', '', 'from .models import Item', '', '', 'class Cart:', '    """A shopping cart."""', '']
+    lines += [
+        '    def __init__(self, owner: str) -> None:',
+        '        self.owner = owner',
+        '        self.items = []',
+        '',
+    ]
+    lines += ['    def total(self) -> float:'] + [
+        f'        subtotal_{i} = self.items[{i}].price * {i + 2}' for i in range(30)
+    ]
+    lines += ['        return sum(item.price for item in self.items)', '']
+    lines += ['    async def checkout(self, payment) -> dict:'] + [
+        f'        step_{i} = payment.stage({i})' for i in range(30)
+    ]
+    lines += ['        return json.loads(payment.charge(self.total()))', '']
+    lines += [
+        '    def refund(' + ', '.join(f'reason_{i}: str = "r{i}"' for i in range(12)) + ') -> None:',
+        '        pass',
+    ]
+    return '\n'.join(f'{number:6d}\t{line}' for number, line in enumerate(lines, start=1))
+
+
+def _file_read_block(listing: str) -> BlockInput:
+    messages: list[ModelMessage] = [
+        bash("nl -ba src/shop/cart.py | sed -n '1,80p'", 'c1', thought='THOUGHT: Read the cart module first.'),
+        observation(0, listing, 'c1'),
+        say('The cart computes totals itself; checkout charges them.'),
+    ]
+    return block_of(messages, COUNTER)
+
+
+def test_a_file_read_keeps_the_definitions_it_showed_where_it_showed_them() -> None:
+    block = _file_read_block(_cart_listing())
+    compressor = ExtractiveCompressor(counter=COUNTER)
+    memento = compressor.extract(block)
+    assert (
+        "$ nl -ba src/shop/cart.py | sed -n '1,80p' -> exit 0\n"
+        '  6: class Cart; 9: def __init__; 13: def total; 46: async def checkout; 79: def refund'
+    ) in memento
+    assert 'subtotal_' not in memento and 'reason_0' not in memento  # bodies and signatures stay in the archive
+    assert COUNTER.count_text(memento) <= compressor.target_ratio * block.tokens
+    assert RubricJudge(counter=COUNTER).check(block, memento).score == 10.0
+
+
+def test_a_failing_tests_source_is_not_outlined_again() -> None:
+    source = '\n'.join(
+        [
+            '    def test_total():',
+            '        cart = Cart("ann")',
+            '>       assert cart.total() == 3',
+            'E       assert 0 == 3',
+        ]
+    )
+    messages: list[ModelMessage] = [
+        bash('pytest tests/test_cart.py', 'c1', thought='THOUGHT: Run the cart tests.'),
+        observation(1, f'{source}\nFAILED tests/test_cart.py::test_total - assert 0 == 3\n1 failed in 0.1s', 'c1'),
+        say('The total test fails.'),
+    ]
+    memento = ExtractiveCompressor(counter=COUNTER).extract(block_of(messages, COUNTER))
+    assert 'FAILED tests/test_cart.py::test_total' in memento
+    assert 'def test_total' not in memento
+
+
+def test_definitions_only_fill_room_the_target_leaves() -> None:
+    block = _file_read_block(_cart_listing())
+    memento = ExtractiveCompressor(target_ratio=0.02, counter=COUNTER).extract(block)
+    assert "$ nl -ba src/shop/cart.py | sed -n '1,80p' -> exit 0" in memento
+    assert 'class Cart' not in memento and 'def total' not in memento
+    assert all(fact_present(fact, memento) for fact in critical_facts(block.text))

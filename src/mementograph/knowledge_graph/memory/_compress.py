@@ -1,12 +1,12 @@
 """`_compress` -- compressors turn a block into a memento: `ExtractiveCompressor` (no LLM) and `LLMCompressor`.
 
 A memento is plain text, result first, then the block's critical facts verbatim: formulas and values, commands
-with their exit codes and outcomes, files and symbols, errors and tests, then decisions and open items. Section
-labels (`RESULT:`, `COMMANDS:`, ...) are the only words a compressor adds.
+with their exit codes and outcomes, files and symbols, errors and tests, then decisions and open items, and the
+definitions a file read showed. Section labels (`RESULT:`, `COMMANDS:`, ...) are the only words a compressor adds.
 
 Size policy: a memento aims at `target_ratio` of its block's tokens, but **fact retention comes first**: every
-critical fact is included even past the target, up to `max_ratio` of the block (0.5 by default); decisions and
-open items only fill what is left of the target. Each refinement (the judge named what is missing) raises the cap
+critical fact is included even past the target, up to `max_ratio` of the block (0.5 by default); decisions, open
+items and definitions only fill what is left of the target. Each refinement (the judge named what is missing) raises the cap
 to the next of `refine_ratios`, and the facts the judge named are pinned first. A memento is always shorter than
 its block; if a block's facts cannot fit under the cap, the lowest-priority facts (symbols, then short outputs and
 URLs) are dropped first and the judge will say so.
@@ -24,10 +24,12 @@ from pydantic_ai import Agent
 from pydantic_ai.models import KnownModelName, Model
 from pydantic_ai.settings import ModelSettings
 
+from ..._text import cut_words
 from ..._tokens import TokenCounter
 from ._block import BlockInput, actions_for
 from ._dialogue import dialogue_memento, is_dialogue, model_view
 from ._facts import Fact, command_facts, critical_facts, fact_present, output_facts
+from ._outline import outline
 from ._render import Action, Region, parse_regions
 from ._usage import record_usage
 
@@ -81,6 +83,9 @@ _PLAN = re.compile(
 )
 _OPEN = re.compile(r"\b(?:I need to|need to|next|TODO|still|remaining|I will|I'll|Let me|Let's|I should)\b")
 PROSE_PRIORITY: Final = 4
+OUTLINE_PRIORITY: Final = 5
+"""Definitions a long output showed (`_outline`): after the causes, fixes and open item, before other decisions;
+like them, only within the target size, so they never push a memento past it."""
 _MISSING_ITEM = re.compile(r'^- (\w+): (.+)$')
 
 
@@ -106,7 +111,8 @@ class Compressor(Protocol):
 class _Item:
     priority: int
     """0 pinned (result, request, facts the judge named), 1 must-keep facts, 2 files/outputs/urls, 3 symbols,
-    4 causes/fixes and the open item, 5 other decisions (4 and 5 only within the target size)."""
+    4 causes/fixes and the open item, 5 definitions an output showed and other decisions (4 and 5 only within the
+    target size)."""
     section: str
     text: str
     order: int
@@ -128,7 +134,7 @@ def _sentences(text: str) -> Iterator[str]:
         for sentence in _SENTENCE_END.split(stripped):
             sentence = sentence.strip()
             if len(sentence.split()) >= 3:
-                yield _cut_words(sentence, _MAX_RESULT_CHARS)
+                yield cut_words(sentence, _MAX_RESULT_CHARS)
 
 
 def _claims(text: str) -> list[str]:
@@ -149,14 +155,6 @@ def _last_outcome(actions: Sequence[Action]) -> str | None:
         salient = [fact.text for fact in output_facts(action.output) if fact.kind in ('error', 'test')]
         return salient[-1] if salient else None
     return None
-
-
-def _cut_words(text: str, limit: int) -> str:
-    if len(text) <= limit:
-        return text
-    head = text[:limit]
-    space = head.rfind(' ')
-    return head[:space] if space > limit // 2 else head
 
 
 def _pinned(feedback: str | None) -> set[str]:
@@ -204,7 +202,8 @@ class ExtractiveCompressor:
     It writes a result line (the first sentence of the assistant's latest text that states something rather than
     a plan, plus the last command's error or test outcome), the user's request when the block holds one, each
     command with its exit code and the critical lines of its output, then the remaining critical facts grouped by
-    kind, then decision and open-item sentences while the target size allows.
+    kind, then, while the target size allows, decision and open-item sentences and the definitions a long output
+    showed (a file read's `13: def total; 46: async def checkout`, under its command).
 
     A conversation block (prose turns only, no tool calls) gets a dialogue memento instead (`_dialogue`): the
     informative sentences of both speakers, each line prefixed by its speaker, relative dates anchored.
@@ -266,12 +265,13 @@ class ExtractiveCompressor:
         items: list[_Item] = []
         covered: list[str] = []
 
-        def add(priority: int, section: str, text: str, parent: int | None = None) -> int:
+        def add(priority: int, section: str, text: str, parent: int | None = None, *, covers: bool = True) -> int:
             order = len(items)
             if any(fact in text for fact in pinned):
                 priority = 0  # the judge named it as missing: it goes in first
             items.append(_Item(priority, section, text, order, self._tokens(text) + 1, parent))
-            covered.append(text)
+            if covers:
+                covered.append(text)
             return order
 
         def is_covered(fact: Fact) -> bool:
@@ -302,10 +302,21 @@ class ExtractiveCompressor:
             parent = add(1, 'COMMANDS', last)
             if action.output is None:
                 continue
+            outcomes: list[str] = []
             for fact in output_facts(action.output):
+                if fact.kind in ('error', 'test'):
+                    outcomes.append(fact.text)
                 if fact.kind == 'exit_code' or is_covered(fact):
                     continue
                 add(1 if fact.kind in ('error', 'test') else 2, 'COMMANDS', f'  {fact.text}', parent)
+            shown = [
+                str(definition)
+                for definition in outline(action.output)
+                # a failing test's source: the outcome line names it already
+                if definition.name is None or not any(re.search(rf'\b{definition.name}\b', o) for o in outcomes)
+            ]
+            if shown:  # kept only if the target size leaves room; the facts it holds still get items of their own
+                add(OUTLINE_PRIORITY, 'COMMANDS', f'  {"; ".join(shown)}', parent, covers=False)
 
         by_kind = {kind: [fact for fact in facts if fact.kind == kind] for kind in (*_KIND_ORDER, 'identifier')}
         for kind in (*_KIND_ORDER, 'identifier'):
@@ -337,7 +348,7 @@ class ExtractiveCompressor:
             sentence = next((claim for region in reversed(others) if (claim := _first_claim(region.text))), None)
         if sentence is None and actions:
             # A block of tool calls without prose: its last command is the most telling verbatim line.
-            sentence = _cut_words(actions[-1].command.strip(), _MAX_RESULT_CHARS)
+            sentence = cut_words(actions[-1].command.strip(), _MAX_RESULT_CHARS)
         result = sentence or 'no prose in this block'
         outcome = _last_outcome(actions)
         if outcome and outcome not in result:

@@ -55,7 +55,9 @@ What is deliberately not a critical fact, and why
 - **Bulk output**: the lines of a long output (file listings, source dumps, grep floods, a 10k-line log, every
   `PASSED` line of a test run). The agent looked at them; it did not learn them. They stay byte-exact in the
   archive behind `recover_block`, and the command that produced them is a fact, so the agent can also re-run it.
-  Carrying them would make the memento as large as the block, defeating eviction.
+  Carrying them would make the memento as large as the block, defeating eviction. (The extractive compressor
+  still names the definitions a long output shows, `13: def total; 46: async def checkout`, when its size target
+  leaves room: `_outline`. They are not facts the judge asks for.)
 - **Warnings** (`DeprecationWarning: ...` lines): test logs repeat hundreds of them; they rarely decide anything.
 - **Passing per-test lines**: the run summary (`43 passed`) carries the outcome.
 - **Bodies of heredocs and multi-line quoted scripts** (a script written with `cat <<'EOF'`, `python -c "..."`):

@@ -1,0 +1,96 @@
+"""`_outline` -- the definitions a long tool output shows: what a memento keeps of a file the agent read.
+
+Bulk output is not a critical fact (`_facts`): the agent looked at a source dump, it did not learn it, and the
+dump stays byte-exact behind `recover_block`. But a memento that keeps only `$ nl -ba src/app.py | sed -n
+'120,260p' -> exit 0` tells the agent nothing of what it saw there, so it reads the file again. The outline is the
+middle ground: each definition the output shows (`def`, `class`, `function`, `fn`, `struct`, ...) as its keywords
+and name, verbatim, with the line number the command printed (`nl`, `cat -n`, `grep -n`), so the memento says
+what is defined where (`13: def total; 46: async def checkout`) in a few tokens. Signatures are left out: full
+definition lines cost 0.9 points of critical facts in the replayed agents' last contexts, the heads 0.4.
+"""
+
+from __future__ import annotations
+
+import re
+from dataclasses import dataclass
+from typing import Final
+
+from ..._text import cut_words
+
+__all__ = ('MAX_DEFINITIONS', 'Definition', 'outline')
+
+MAX_DEFINITIONS: Final = 8
+"""Definitions kept of one output: the first ones, in the order the output shows them."""
+_MIN_OUTPUT_LINES: Final = 4
+"""A shorter output is kept whole as a critical fact already."""
+_MAX_HEAD_CHARS: Final = 60
+"""A definition without a name (`impl<T> Display for Tree<T> {`) is cut to this many characters."""
+
+# `nl -ba` and `cat -n` print `   120\tcode`; `grep -n` prints `120:code` (and `120-code` for context lines),
+# `grep -rn` `path:120:code`.
+_NUMBERED: Final = re.compile(r'^\s*(\d{1,7})\t(.*)$')
+_GREP: Final = re.compile(r'^((?:[^\s:]+:)?\d{1,7})[:-](.*)$')
+_MODIFIERS: Final = (
+    r'(?:(?:export|default|pub(?:\([\w:]+\))?|public|private|protected|internal|static|abstract|final|sealed|'
+    r'async|unsafe|extern|override|virtual|open|data)\s+)*'
+)
+_KEYWORDS: Final = r'(?:def|class|function\*?|fn|struct|enum|trait|interface|func|record|object|module|mod)'
+# the head of a definition: modifiers, keyword, then a name (a Go method's receiver comes before its name),
+# followed by code, not prose: "function returns the value" or "record the time" in a log is no definition
+_NAMED: Final = re.compile(
+    rf'{_MODIFIERS}{_KEYWORDS}\s+(?:\([^()]*\)\s*)?([A-Za-z_]\w*)(?=\s*(?:[(:{{<\[=;]|extends\b|implements\b|$))'
+)
+_UNNAMED: Final = re.compile(rf'{_MODIFIERS}impl\b.*\{{\s*$')
+
+
+@dataclass(frozen=True)
+class Definition:
+    """One definition an output shows."""
+
+    where: str
+    """The line number the command printed (`path:number` for `grep -rn`), or `''`."""
+    head: str
+    """Its modifiers, keyword and name, verbatim (`async def checkout`); a nameless one's line, cut."""
+    name: str | None
+    """The defined name (`checkout`); `None` for an `impl` block."""
+
+    def __str__(self) -> str:
+        return f'{self.where}: {self.head}' if self.where else self.head
+
+
+def outline(output: str, *, limit: int = MAX_DEFINITIONS) -> list[Definition]:
+    """The definitions a tool output shows, each once, at most `limit`, first ones first.
+
+    Outputs of fewer than `_MIN_OUTPUT_LINES` non-empty lines give none: they are kept whole as critical facts.
+    """
+    lines = [line for line in output.splitlines() if line.strip()]
+    if len(lines) < _MIN_OUTPUT_LINES:
+        return []
+    found: list[Definition] = []
+    seen: set[str] = set()
+    for line in lines:
+        where, code = _split_number(line)
+        code = code.strip()
+        named = _NAMED.match(code)
+        if named:
+            head, name = code[: named.end()], named.group(1)
+        elif _UNNAMED.match(code):
+            head, name = cut_words(code.rstrip(' {'), _MAX_HEAD_CHARS), None
+        else:
+            continue
+        if head in seen:
+            continue
+        seen.add(head)
+        found.append(Definition(where, head, name))
+        if len(found) >= limit:
+            break
+    return found
+
+
+def _split_number(line: str) -> tuple[str, str]:
+    """`(line number or path:number, code)`; `('', line)` when the line carries no number."""
+    for pattern in (_NUMBERED, _GREP):
+        match = pattern.match(line)
+        if match:
+            return match.group(1), match.group(2)
+    return '', line
