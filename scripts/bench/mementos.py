@@ -110,11 +110,10 @@ async def _run(args: argparse.Namespace, data: Path) -> dict[str, object]:
         ExtractiveCompressor,
         MementoEngine,
         RubricJudge,
+        definitions_shown,
         fact_retention,
         segment_blocks,
     )
-    from mementograph.knowledge_graph.memory._block import actions_for
-    from mementograph.knowledge_graph.memory._outline import outline
 
     counter = TokenCounter()
     engine = MementoEngine(
@@ -151,9 +150,7 @@ async def _run(args: argparse.Namespace, data: Path) -> dict[str, object]:
             truncated_verdict = judge.check(block, truncated)
             shown = {
                 definition.name
-                for action in actions_for(block)
-                if action.output
-                for definition in outline(action.output, limit=len(action.output))
+                for definition in definitions_shown(block.text, limit=len(block.text))
                 if definition.name
             }
             memento_words = set(re.findall(r'\w+', result.text))

@@ -128,3 +128,42 @@ def test_a_long_tool_output_is_read_whole_and_counted_across_its_pieces() -> Non
     assert entities['file:src/app/handler_7.py'].count == 400
     concepts = [e for e in entities.values() if e.kind == 'concept']
     assert len(concepts) == 3 and entities['concept:worker'].count == 19_998
+
+
+def test_a_test_line_names_its_tests_and_their_file_not_itself() -> None:
+    text = (
+        '[call bash]\npytest tests/test_cart.py\n[return bash]\n<returncode>1</returncode>\n<output>\n'
+        'FAILED tests/test_cart.py::TestCart::test_total[2-3] - assert 0 == 3\n'
+        'FAIL: test_refund (shop.tests.TestRefund)\n'
+        '1 failed, 12 passed in 0.40s\n</output>'
+    )
+    keys = keys_of(text)
+    assert keys['sym:test_total'] == keys['sym:testcart'] == 'test'
+    assert keys['sym:test_refund'] == keys['sym:testrefund'] == 'test'
+    assert keys['file:tests/test_cart.py'] == 'file'
+    assert not any('failed' in key or 'passed' in key for key in keys)  # lines and run summaries are no entities
+
+
+LISTING = '\n'.join(
+    f'{number:6d}\t{line}'
+    for number, line in enumerate(
+        [
+            'from decimal import Decimal',
+            '',
+            'class Cart:',
+            '    def apply_discount(self, percent: int) -> Decimal:',
+            '        return self.total * (100 - percent) / 100',
+            '',
+            'def checkout(cart: Cart) -> None:',
+            '    cart.pay()',
+        ],
+        start=1,
+    )
+)
+
+
+def test_the_definitions_a_tool_output_shows_are_symbols() -> None:
+    read = keys_of(f'[call bash]\nnl -ba shop/cart.py\n[return bash]\n{LISTING}')
+    assert read['sym:apply_discount'] == read['sym:checkout'] == read['sym:cart'] == 'symbol'
+    said = keys_of(f'[assistant]\n{LISTING}')  # the same words in prose define nothing
+    assert 'sym:checkout' not in said

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 from datetime import UTC, datetime
+from pathlib import Path
 
 import pytest
 
@@ -233,3 +234,35 @@ def test_a_time_range_named_in_the_query_is_preferred_given_when_it_is_asked(
     assert turns_of(ingested, explicit[0].block_id)[0].startswith('S2')  # an explicit range wins
     hits = recall(store, 'Caroline in May', 1, session_id='conv-1', now='2023-07-01', config=config)
     assert turns_of(ingested, hits[0].block_id)[0].startswith('S1')
+
+
+def test_recall_by_a_functions_name_finds_the_block_that_read_it(tmp_path: Path) -> None:
+    from pydantic_ai.messages import ModelRequest, ModelResponse, ToolCallPart, ToolReturnPart
+
+    from mementograph.knowledge_graph import BlockRecord, Eviction
+    from mementograph.knowledge_graph.entities import mentions_for
+    from mementograph.knowledge_graph.memory import render_block
+
+    from .test_entities import LISTING
+
+    def block(seq: int, path: str, content: str) -> tuple[BlockRecord, str]:
+        messages = [
+            ModelResponse(parts=[ToolCallPart('read_file', {'path': path}, tool_call_id=f'c{seq}')]),
+            ModelRequest(parts=[ToolReturnPart('read_file', content, tool_call_id=f'c{seq}')]),
+        ]
+        text = render_block(messages)
+        return BlockRecord.from_messages(messages, session_id='s', seq=seq, tokens=100, text=text), text
+
+    read, read_text = block(0, 'shop/cart.py', LISTING)  # `apply_discount` is defined, never said
+    other, other_text = block(1, 'shop/notes.md', 'Discounts apply at checkout.\nCarts are kept for a day.\n' * 3)
+    with open_store(f'sqlite:///{tmp_path / "m.db"}') as store:
+        store.write_eviction(
+            Eviction(
+                session_id='s',
+                blocks=(read, other),
+                mentions=(*mentions_for(read.id, read_text), *mentions_for(other.id, other_text)),
+            )
+        )
+        hits = rank_blocks(store, 'apply_discount', method='graph', session_id='s')
+    assert hits[0].block_id == read.id and hits[0].matched == ('apply_discount (exact)',)
+    assert all(not hit.matched for hit in hits[1:])  # the other file is reached only as its NEXT neighbour

@@ -31,7 +31,7 @@ from typing import Final
 
 from ..._text import Blanks
 from .._schema import EntityRecord, Mention
-from ..memory import SECTION_LABELS, critical_facts
+from ..memory import SECTION_LABELS, critical_facts, definitions_shown
 from ._normalize import STOPWORDS, aliases, entity_key
 
 __all__ = (
@@ -428,6 +428,26 @@ def _command_head(line: str) -> str | None:
 
 _MEMENTO_COMMAND = re.compile(r'^[ \t]*\$ (.+?)(?: -> [^\n]*)?$', re.MULTILINE)
 _COMMAND_SPLIT = re.compile(r'&&|\|\||;|\|')
+_TEST_NAME = re.compile(r'test_\w+|Test[A-Z0-9_]\w*')
+_TEST_TOKEN = re.compile(r'[\w./:\[\]-]+')
+
+
+def _tests_named(line: str) -> list[tuple[str, str]]:
+    """`(kind, name)` of the tests a test line names, and of their files: `FAILED tests/test_a.py::TestA::test_b[1]`
+    gives the file, `TestA` and `test_b`; `FAIL: test_b (pkg.TestA)` gives `test_b` and `TestA`; a run summary
+    (`2 failed, 43 passed`) gives nothing."""
+    named: list[tuple[str, str]] = []
+    for token in _TEST_TOKEN.findall(line):
+        parts = token.rstrip(':.,').split('::')
+        if len(parts) > 1 and parts[0].endswith('.py'):
+            named.append(('file', parts[0]))
+        for part in parts[1:] if len(parts) > 1 else parts:
+            name = part.split('[', 1)[0].rsplit('.', 1)[-1].rstrip(':.,')
+            if _TEST_NAME.fullmatch(name):
+                named.append(('test', name))
+    return named
+
+
 _EXCEPTION_CLASS = re.compile(r'((?:[A-Za-z_]\w*\.)*[A-Z]\w*(?:Error|Exception|Exit|Interrupt|Warning))\b')
 _SUBCOMMAND_PROGRAMS: Final = frozenset(
     [
@@ -626,6 +646,11 @@ def _extract_into(text: str, found: _Found, concepts: Counter[str], first: dict[
                     found.add('command', head)
             work = work.replace(fact.text, ' ' * len(fact.text))
             continue
+        if kind == 'test':  # `FAILED tests/test_a.py::test_b - ...`: the test and its file, not the line
+            for name_kind, name in _tests_named(fact.text):
+                found.add(name_kind, name)
+            work = work.replace(fact.text, ' ' * len(fact.text))
+            continue
         if kind == 'error':
             exception = _EXCEPTION_CLASS.search(fact.text)
             if exception is not None:
@@ -641,6 +666,9 @@ def _extract_into(text: str, found: _Found, concepts: Counter[str], first: dict[
         occurrences = max(1, work.count(fact.text))
         found.add(kind, fact.text, occurrences)
         work = work.replace(fact.text, ' ' * len(fact.text))
+    for definition in definitions_shown(text):  # what a file read showed: `def total` is where `total` lives
+        if definition.name is not None:
+            found.add('symbol', definition.name)
     blanks = Blanks(work)
     for match in _MEMENTO_COMMAND.finditer(work):  # a memento's `$ command -> exit N` lines
         for piece in _COMMAND_SPLIT.split(match.group(1)):

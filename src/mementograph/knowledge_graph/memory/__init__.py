@@ -26,6 +26,7 @@ from ._judge import (
     RubricJudge,
     Verdict,
 )
+from ._outline import Definition, definitions_shown
 from ._render import render_block
 from ._segment import Segment, segment_blocks
 from ._usage import UsageMeter, usage_meter
@@ -39,6 +40,7 @@ __all__ = (
     'CombinedJudge',
     'CompressionError',
     'Compressor',
+    'Definition',
     'ExtractiveCompressor',
     'Fact',
     'FactKind',
@@ -56,6 +58,7 @@ __all__ = (
     'UsageMeter',
     'Verdict',
     'critical_facts',
+    'definitions_shown',
     'fact_present',
     'fact_retention',
     'missing_facts',

@@ -16,8 +16,9 @@ from dataclasses import dataclass
 from typing import Final
 
 from ..._text import cut_words
+from ._render import parse_regions
 
-__all__ = ('MAX_DEFINITIONS', 'Definition', 'outline')
+__all__ = ('MAX_DEFINITIONS', 'Definition', 'definitions_shown', 'outline')
 
 MAX_DEFINITIONS: Final = 8
 """Definitions kept of one output: the first ones, in the order the output shows them."""
@@ -85,6 +86,19 @@ def outline(output: str, *, limit: int = MAX_DEFINITIONS) -> list[Definition]:
         if len(found) >= limit:
             break
     return found
+
+
+def definitions_shown(text: str, *, limit: int = 4 * MAX_DEFINITIONS) -> list[Definition]:
+    """The definitions the tool outputs of a rendered block (`render_block`) show, `limit` an output at most.
+
+    What the entity extractor makes `symbol` entities of, so recall by a function's name finds the block where
+    the agent read it."""
+    return [
+        definition
+        for region in parse_regions(text)
+        if region.kind == 'output'
+        for definition in outline(region.text, limit=limit)
+    ]
 
 
 def _split_number(line: str) -> tuple[str, str]:
