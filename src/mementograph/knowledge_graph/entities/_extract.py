@@ -5,7 +5,10 @@ Kinds, and where they come from:
 - **Technical** (`file`, `symbol`, `test`, `command`, `error`, `url`, `version`, `number`): the memento engine's
   critical facts (`critical_facts`), so an entity and a fact the judge checks are one definition. A command is
   keyed by its head (`git diff`, `python -m pytest`, `pytest`): the full line is in the memento and the archive,
-  and the head is what a person asks about.
+  and the head is what a person asks about. A test line gives the tests it names and their file
+  (`FAILED tests/test_a.py::test_b - ...` -> `test_b`, `tests/test_a.py`), a run summary nothing. A tool output's
+  definitions (`definitions_shown`: `def total`, `class Cart` in a file read) are symbols, so recall by a
+  function's name finds where the agent read it; elsewhere an output is read for its facts and words only.
 - **Numbers with units and money** (`3.5 ms`, `25%`, `$5,000`), **dates** (`8 May, 2023`, `2023-05-08`,
   `May 2023`, `2022`), **quoted terms** (`"Charlotte's Web"`).
 - **Names** (`person`, `place`, `organisation`, or `name` when the kind is unclear): runs of capitalised words. A

@@ -6,10 +6,10 @@ definitions a file read showed. Section labels (`RESULT:`, `COMMANDS:`, ...) are
 
 Size policy: a memento aims at `target_ratio` of its block's tokens, but **fact retention comes first**: every
 critical fact is included even past the target, up to `max_ratio` of the block (0.5 by default); decisions, open
-items and definitions only fill what is left of the target. Each refinement (the judge named what is missing) raises the cap
-to the next of `refine_ratios`, and the facts the judge named are pinned first. A memento is always shorter than
-its block; if a block's facts cannot fit under the cap, the lowest-priority facts (symbols, then short outputs and
-URLs) are dropped first and the judge will say so.
+items and definitions only fill what is left of the target. Each refinement (the judge named what is missing)
+raises the cap to the next of `refine_ratios`, and the facts the judge named are pinned first. A memento is always
+shorter than its block; if a block's facts cannot fit under the cap, the lowest-priority facts (symbols, then short
+outputs and URLs) are dropped first and the judge will say so.
 """
 
 from __future__ import annotations
@@ -313,7 +313,7 @@ class ExtractiveCompressor:
                 str(definition)
                 for definition in outline(action.output)
                 # a failing test's source: the outcome line names it already
-                if definition.name is None or not any(re.search(rf'\b{definition.name}\b', o) for o in outcomes)
+                if definition.name is None or not any(re.search(rf'\b{definition.name}\b', line) for line in outcomes)
             ]
             if shown:  # kept only if the target size leaves room; the facts it holds still get items of their own
                 add(OUTLINE_PRIORITY, 'COMMANDS', f'  {"; ".join(shown)}', parent, covers=False)

@@ -6,7 +6,7 @@ dump stays byte-exact behind `recover_block`. But a memento that keeps only `$ n
 middle ground: each definition the output shows (`def`, `class`, `function`, `fn`, `struct`, ...) as its keywords
 and name, verbatim, with the line number the command printed (`nl`, `cat -n`, `grep -n`), so the memento says
 what is defined where (`13: def total; 46: async def checkout`) in a few tokens. Signatures are left out: full
-definition lines cost 0.9 points of critical facts in the replayed agents' last contexts, the heads 0.4.
+definition lines cost 0.9 points of critical facts in the replayed agents' last contexts, the heads 0.6.
 """
 
 from __future__ import annotations
