@@ -569,3 +569,40 @@ async def test_dialogue_dates_are_anchored_on_the_configured_clock(store: GraphS
     assert not any('7 May' in text for text in texts)
     with pytest.raises(ValueError, match='unknown time zone'):
         MementoCompaction(store, timezone='Atlantis/Capital')
+
+
+def test_mementos_of_mementos_leave_out_the_outlines_line_numbers(store: GraphStore) -> None:
+    """A file read's memento says where each definition is (`10: def handler_3_1`). Merged, those numbers would be
+    values without their definitions (`VALUES: 10, 30`), so a memento of mementos is made without the outlines."""
+
+    def listing(step: int) -> str:
+        code = [f'def handler_{step}_{i // 20}(x):' if i % 20 == 10 else f'    value_{i} = x + {i}' for i in range(80)]
+        return '\n'.join(f'{number:6d}\t{line}' for number, line in enumerate(code, start=1))
+
+    calls: list[int] = []  # its own count: evicted tool returns leave `messages`
+
+    def scripted(messages: list[ModelMessage], info: AgentInfo) -> ModelResponse:
+        step = len(calls)
+        calls.append(step)
+        if step < 14:
+            call = ToolCallPart('read_file', {'path': f'src/app/module_{step}.py'}, tool_call_id=f'read_{step}')
+            return ModelResponse(parts=[TextPart(f'Reading module {step}.'), call])
+        return ModelResponse(parts=[TextPart('Read them all.')])
+
+    capability: MementoCompaction[None] = MementoCompaction(
+        store, max_tokens=5_000, low_water=0.9, session_id='s-outline', memento_share=0.05
+    )
+    agent: Agent[None, str] = Agent(FunctionModel(scripted), capabilities=[capability])
+
+    @agent.tool_plain
+    def read_file(path: str) -> str:
+        """Read a file with line numbers."""
+        return listing(int(path.rsplit('_', 1)[1].split('.')[0]))
+
+    agent.run_sync('Read every module.')
+    mementos = store.list_mementos(session_id='s-outline')
+    first = [m.text for m in mementos if m.level == 1]
+    merged = [m.text for m in mementos if m.level > 1]
+    assert merged and any('  11: def handler_' in text for text in first)
+    assert all(not re.search(r'\b(?:11|31|51|71)\b', text) for text in merged)
+    assert all('src/app/module_' in text for text in merged)  # what they read is still named

@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from mementograph.knowledge_graph.memory._outline import MAX_DEFINITIONS, Definition, outline
+from mementograph.knowledge_graph.memory._outline import MAX_DEFINITIONS, Definition, outline, without_outlines
 
 NUMBERED = """\
      1\timport json
@@ -89,3 +89,30 @@ def test_prose_that_starts_with_a_keyword_is_no_definition() -> None:
 def test_a_definition_shown_twice_is_given_once() -> None:
     source = 'def build(x):\n    pass\n\nclass Builder:\n    def build(self):\n        pass\n'
     assert shown(source + source) == ['def build', 'class Builder']
+
+
+def test_without_outlines_drops_only_outline_lines() -> None:
+    memento = '\n'.join(
+        [
+            'RESULT: The cart computes totals.',
+            'COMMANDS:',
+            "$ nl -ba src/cart.py | sed -n '1,80p' -> exit 0",
+            '  6: class Cart; 9: def __init__; 13: def total',
+            '$ grep -rn checkout src',
+            '  src/cart.py:46: async def checkout; func (s *Server) Start; impl<T> Display for Tree<T>',
+            '$ pytest tests -> exit 1',
+            '  FAILED tests/test_cart.py::test_total',
+            '  def total is wrong here',
+            'VALUES: 13',
+        ]
+    )
+    assert without_outlines(memento).split('\n') == [
+        'RESULT: The cart computes totals.',
+        'COMMANDS:',
+        "$ nl -ba src/cart.py | sed -n '1,80p' -> exit 0",
+        '$ grep -rn checkout src',
+        '$ pytest tests -> exit 1',
+        '  FAILED tests/test_cart.py::test_total',
+        '  def total is wrong here',
+        'VALUES: 13',
+    ]

@@ -53,6 +53,7 @@ from ..knowledge_graph.memory import (
     TimeZone,
     render_block,
     segment_blocks,
+    without_outlines,
 )
 from ..knowledge_graph.recall import pages_for_eviction
 from ..knowledge_graph.store import GraphStore, LogConflictError, NotFoundError, PageConflictError
@@ -928,7 +929,7 @@ class SessionCompactor:
         except NotFoundError:
             # stubs carried over from a run whose archive is gone (retention 'run' or 'none'): nothing to merge
             return messages, replace(report, skipped=(report.skipped or 'mementos over their share, archive gone'))
-        text = '\n\n'.join(child.text for child in children)
+        text = '\n\n'.join(without_outlines(child.text) for child in children)
         merged_input = BlockInput(
             messages=tuple(messages[slot.index] for slot in run),
             text=text,

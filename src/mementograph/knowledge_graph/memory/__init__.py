@@ -26,7 +26,7 @@ from ._judge import (
     RubricJudge,
     Verdict,
 )
-from ._outline import Definition, definitions_shown
+from ._outline import Definition, definitions_shown, without_outlines
 from ._render import render_block
 from ._segment import Segment, segment_blocks
 from ._usage import UsageMeter, usage_meter
@@ -67,4 +67,5 @@ __all__ = (
     'segment_blocks',
     'time_zone',
     'usage_meter',
+    'without_outlines',
 )

@@ -18,7 +18,7 @@ from typing import Final
 from ..._text import cut_words
 from ._render import parse_regions
 
-__all__ = ('MAX_DEFINITIONS', 'Definition', 'definitions_shown', 'outline')
+__all__ = ('MAX_DEFINITIONS', 'Definition', 'definitions_shown', 'outline', 'without_outlines')
 
 MAX_DEFINITIONS: Final = 8
 """Definitions kept of one output: the first ones, in the order the output shows them."""
@@ -42,6 +42,9 @@ _NAMED: Final = re.compile(
     rf'{_MODIFIERS}{_KEYWORDS}\s+(?:\([^()]*\)\s*)?([A-Za-z_]\w*)(?=\s*(?:[(:{{<\[=;]|extends\b|implements\b|$))'
 )
 _UNNAMED: Final = re.compile(rf'{_MODIFIERS}impl\b.*\{{\s*$')
+_HEAD: Final = re.compile(
+    rf'(?:(?:[^\s:;]+:)?\d{{1,7}}: )?{_MODIFIERS}(?:{_KEYWORDS}\s+(?:\([^()]*\)\s*)?[A-Za-z_]\w*|impl\b[^;]*)'
+)
 
 
 @dataclass(frozen=True)
@@ -99,6 +102,17 @@ def definitions_shown(text: str, *, limit: int = 4 * MAX_DEFINITIONS) -> list[De
         if region.kind == 'output'
         for definition in outline(region.text, limit=limit)
     ]
+
+
+def without_outlines(memento: str) -> str:
+    """`memento` without the outline lines the extractive compressor wrote (`  13: def total; 46: async def
+    checkout`): what a memento of mementos is made from. Its facts are the mementos' facts, and an outline's line
+    numbers would become bare values there (`VALUES: 13, 46`), out of the context that made them mean something."""
+    return '\n'.join(line for line in memento.split('\n') if not _is_outline(line))
+
+
+def _is_outline(line: str) -> bool:
+    return line.startswith('  ') and all(_HEAD.fullmatch(piece) for piece in line[2:].split('; '))
 
 
 def _split_number(line: str) -> tuple[str, str]:
