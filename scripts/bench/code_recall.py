@@ -9,6 +9,8 @@ sets, drawn with a fixed seed:
 
 - **definitions**: a name a long tool output defines (`def apply_discount`, `class Cart`; names of 6+ characters,
   no dunders), as `definitions_shown` reads them; relevant are the blocks whose outputs define it;
+- **written**: a name a command's code defines (a heredoc's file, a `python - <<EOF` script), as
+  `definitions_written` reads them; relevant are the blocks whose commands define it;
 - **tests**: a test a test line names (`FAILED tests/test_cart.py::test_total`, `FAIL: test_x (mod.TestX)`);
   relevant are the blocks with a test line naming it.
 
@@ -30,7 +32,7 @@ sys.path.insert(0, str(Path(__file__).resolve().parent))
 
 from mementograph._tokens import TokenCounter
 from mementograph.knowledge_graph import BlockRecord, Eviction, MementoRecord, memento_id_for
-from mementograph.knowledge_graph.memory import critical_facts, definitions_shown
+from mementograph.knowledge_graph.memory import critical_facts, definitions_shown, definitions_written
 from mementograph.knowledge_graph.recall import rank_blocks
 from mementograph.knowledge_graph.store import open_store
 from recall import _relink, real_sources  # the recall bench's blocks, mementos and mentions
@@ -50,6 +52,7 @@ def main() -> None:
     sources = real_sources(args.data, TokenCounter())
     definitions: dict[str, set[str]] = {}
     tests: dict[str, set[str]] = {}
+    written: dict[str, set[str]] = {}
     with open_store(args.store) as store:
         for seq, source in enumerate(sources):
             block = BlockRecord.from_messages(
@@ -65,6 +68,10 @@ def main() -> None:
                 name = definition.name
                 if name and len(name) >= 6 and not name.startswith('__'):
                     definitions.setdefault(name, set()).add(block.id)
+            for definition in definitions_written(source.text, limit=len(source.text)):
+                name = definition.name
+                if name and len(name) >= 6 and not name.startswith('__'):
+                    written.setdefault(name, set()).add(block.id)
             for fact in critical_facts(source.text):
                 if fact.kind == 'test':
                     for part in re.split(r'::|\s|\(|\)|\[|\.', fact.text):
@@ -72,7 +79,7 @@ def main() -> None:
                             tests.setdefault(part.rstrip(':,'), set()).add(block.id)
         rows: list[dict[str, object]] = []
         rng = random.Random(7)
-        for label, relevant in (('definitions', definitions), ('tests', tests)):
+        for label, relevant in (('definitions', definitions), ('written', written), ('tests', tests)):
             names = sorted(relevant)
             rng.shuffle(names)
             names = names[: args.queries]

@@ -185,6 +185,24 @@ def test_a_file_read_keeps_the_definitions_it_showed_where_it_showed_them() -> N
     assert RubricJudge(counter=COUNTER).check(block, memento).score == 10.0
 
 
+def test_a_written_files_definitions_are_named_under_its_command() -> None:
+    body = [f'        payload_{i} = json.dumps({{"step": {i}, "items": list(range({i}))}})' for i in range(25)]
+    script = '\n'.join(['import json', '', 'class Reproducer:', '    def run(self):', *body, '        return 1'])
+    messages: list[ModelMessage] = [
+        bash(
+            f"cat <<'EOF' > repro.py\n{script}\nEOF", 'c1', thought='THOUGHT: Write a script that reproduces the bug.'
+        ),
+        observation(0, '', 'c1'),
+        bash('python repro.py', 'c2', thought='THOUGHT: Run it.'),
+        observation(1, 'Traceback (most recent call last):\n  File "repro.py", line 5\nTypeError: boom', 'c2'),
+        say('The script reproduces the TypeError.'),
+    ]
+    block = block_of(messages, COUNTER)
+    memento = ExtractiveCompressor(counter=COUNTER).extract(block)
+    assert "$ cat <<'EOF' > repro.py -> exit 0\n  class Reproducer; def run\n" in memento
+    assert RubricJudge(counter=COUNTER).check(block, memento).score == 10.0
+
+
 def test_a_failing_tests_source_is_not_outlined_again() -> None:
     source = '\n'.join(
         [

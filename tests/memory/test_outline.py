@@ -116,3 +116,14 @@ def test_without_outlines_drops_only_outline_lines() -> None:
         '  def total is wrong here',
         'VALUES: 13',
     ]
+
+
+def test_definitions_shown_by_outputs_and_written_by_commands() -> None:
+    from mementograph.knowledge_graph.memory import definitions_shown, definitions_written
+
+    text = (
+        "[call bash]\ncat <<'EOF' > repro.py\nimport cart\n\ndef reproduce():\n    return cart.total()\nEOF\n"
+        f'[return bash]\n<returncode>0</returncode>\n[call bash]\nnl -ba src/cart.py\n[return bash]\n{NUMBERED}'
+    )
+    assert [str(d) for d in definitions_written(text)] == ['def reproduce']
+    assert [str(d) for d in definitions_shown(text)][:2] == ['6: class Cart', '9: def __init__']

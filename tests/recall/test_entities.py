@@ -162,8 +162,12 @@ LISTING = '\n'.join(
 )
 
 
-def test_the_definitions_a_tool_output_shows_are_symbols() -> None:
+def test_the_definitions_a_tool_output_shows_or_a_command_writes_are_symbols() -> None:
     read = keys_of(f'[call bash]\nnl -ba shop/cart.py\n[return bash]\n{LISTING}')
     assert read['sym:apply_discount'] == read['sym:checkout'] == read['sym:cart'] == 'symbol'
+    wrote = keys_of(
+        f"[call bash]\ncat <<'EOF' > shop/cart.py\n{LISTING}\nEOF\n[return bash]\n<returncode>0</returncode>"
+    )
+    assert wrote['sym:apply_discount'] == wrote['sym:checkout'] == 'symbol'
     said = keys_of(f'[assistant]\n{LISTING}')  # the same words in prose define nothing
     assert 'sym:checkout' not in said

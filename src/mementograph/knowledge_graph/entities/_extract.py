@@ -6,9 +6,10 @@ Kinds, and where they come from:
   critical facts (`critical_facts`), so an entity and a fact the judge checks are one definition. A command is
   keyed by its head (`git diff`, `python -m pytest`, `pytest`): the full line is in the memento and the archive,
   and the head is what a person asks about. A test line gives the tests it names and their file
-  (`FAILED tests/test_a.py::test_b - ...` -> `test_b`, `tests/test_a.py`), a run summary nothing. A tool output's
-  definitions (`definitions_shown`: `def total`, `class Cart` in a file read) are symbols, so recall by a
-  function's name finds where the agent read it; elsewhere an output is read for its facts and words only.
+  (`FAILED tests/test_a.py::test_b - ...` -> `test_b`, `tests/test_a.py`), a run summary nothing. The definitions
+  a tool output shows or a command writes (`def total`, `class Cart` in a file read or a heredoc) are symbols, so
+  recall by a function's name finds where the agent read or wrote it; elsewhere an output is read for its facts
+  and words only.
 - **Numbers with units and money** (`3.5 ms`, `25%`, `$5,000`), **dates** (`8 May, 2023`, `2023-05-08`,
   `May 2023`, `2022`), **quoted terms** (`"Charlotte's Web"`).
 - **Names** (`person`, `place`, `organisation`, or `name` when the kind is unclear): runs of capitalised words. A
@@ -34,7 +35,7 @@ from typing import Final
 
 from ..._text import Blanks
 from .._schema import EntityRecord, Mention
-from ..memory import SECTION_LABELS, critical_facts, definitions_shown
+from ..memory import SECTION_LABELS, critical_facts, definitions_shown, definitions_written
 from ._normalize import STOPWORDS, aliases, entity_key
 
 __all__ = (
@@ -669,7 +670,8 @@ def _extract_into(text: str, found: _Found, concepts: Counter[str], first: dict[
         occurrences = max(1, work.count(fact.text))
         found.add(kind, fact.text, occurrences)
         work = work.replace(fact.text, ' ' * len(fact.text))
-    for definition in definitions_shown(text):  # what a file read showed: `def total` is where `total` lives
+    # what a file read showed or a heredoc wrote: `def total` is where `total` lives
+    for definition in (*definitions_shown(text), *definitions_written(text)):
         if definition.name is not None:
             found.add('symbol', definition.name)
     blanks = Blanks(work)

@@ -26,7 +26,7 @@ from ._judge import (
     RubricJudge,
     Verdict,
 )
-from ._outline import Definition, definitions_shown, without_outlines
+from ._outline import Definition, definitions_shown, definitions_written, without_outlines
 from ._render import render_block
 from ._segment import Segment, segment_blocks
 from ._usage import UsageMeter, usage_meter
@@ -59,6 +59,7 @@ __all__ = (
     'Verdict',
     'critical_facts',
     'definitions_shown',
+    'definitions_written',
     'fact_present',
     'fact_retention',
     'missing_facts',

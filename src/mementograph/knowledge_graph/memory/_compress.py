@@ -2,7 +2,7 @@
 
 A memento is plain text, result first, then the block's critical facts verbatim: formulas and values, commands
 with their exit codes and outcomes, files and symbols, errors and tests, then decisions and open items, and the
-definitions a file read showed. Section labels (`RESULT:`, `COMMANDS:`, ...) are the only words a compressor adds.
+definitions a file read showed or a command wrote. Section labels (`RESULT:`, `COMMANDS:`, ...) are the only words a compressor adds.
 
 Size policy: a memento aims at `target_ratio` of its block's tokens, but **fact retention comes first**: every
 critical fact is included even past the target, up to `max_ratio` of the block (0.5 by default); decisions, open
@@ -84,7 +84,7 @@ _PLAN = re.compile(
 _OPEN = re.compile(r"\b(?:I need to|need to|next|TODO|still|remaining|I will|I'll|Let me|Let's|I should)\b")
 PROSE_PRIORITY: Final = 4
 OUTLINE_PRIORITY: Final = 5
-"""Definitions a long output showed (`_outline`): after the causes, fixes and open item, before other decisions;
+"""Definitions a long output showed or a command wrote (`_outline`): after the causes, fixes and open item, before other decisions;
 like them, only within the target size, so they never push a memento past it."""
 _MISSING_ITEM = re.compile(r'^- (\w+): (.+)$')
 
@@ -111,8 +111,8 @@ class Compressor(Protocol):
 class _Item:
     priority: int
     """0 pinned (result, request, facts the judge named), 1 must-keep facts, 2 files/outputs/urls, 3 symbols,
-    4 causes/fixes and the open item, 5 definitions an output showed and other decisions (4 and 5 only within the
-    target size)."""
+    4 causes/fixes and the open item, 5 definitions an output showed or a command wrote, and other decisions
+    (4 and 5 only within the target size)."""
     section: str
     text: str
     order: int
@@ -203,7 +203,7 @@ class ExtractiveCompressor:
     a plan, plus the last command's error or test outcome), the user's request when the block holds one, each
     command with its exit code and the critical lines of its output, then the remaining critical facts grouped by
     kind, then, while the target size allows, decision and open-item sentences and the definitions a long output
-    showed (a file read's `13: def total; 46: async def checkout`, under its command).
+    showed or a command wrote (a file read's `13: def total; 46: async def checkout`, under its command).
 
     A conversation block (prose turns only, no tool calls) gets a dialogue memento instead (`_dialogue`): the
     informative sentences of both speakers, each line prefixed by its speaker, relative dates anchored.
@@ -300,6 +300,9 @@ class ExtractiveCompressor:
             elif action.output is None:
                 last += ' -> no output in this block'
             parent = add(1, 'COMMANDS', last)
+            written = [str(definition) for definition in outline(action.command)]  # a heredoc's file, a script
+            if written:
+                add(OUTLINE_PRIORITY, 'COMMANDS', f'  {"; ".join(written)}', parent, covers=False)
             if action.output is None:
                 continue
             outcomes: list[str] = []

@@ -6,7 +6,8 @@ dump stays byte-exact behind `recover_block`. But a memento that keeps only `$ n
 middle ground: each definition the output shows (`def`, `class`, `function`, `fn`, `struct`, ...) as its keywords
 and name, verbatim, with the line number the command printed (`nl`, `cat -n`, `grep -n`), so the memento says
 what is defined where (`13: def total; 46: async def checkout`) in a few tokens. Signatures are left out: full
-definition lines cost 0.9 points of critical facts in the replayed agents' last contexts, the heads 0.6.
+definition lines cost 0.9 points of critical facts in the replayed agents' last contexts, the heads 0.6. Code a
+command writes (a heredoc's file, a `python - <<EOF` script) is outlined the same way, under its command.
 """
 
 from __future__ import annotations
@@ -16,9 +17,16 @@ from dataclasses import dataclass
 from typing import Final
 
 from ..._text import cut_words
-from ._render import parse_regions
+from ._render import RegionKind, parse_regions
 
-__all__ = ('MAX_DEFINITIONS', 'Definition', 'definitions_shown', 'outline', 'without_outlines')
+__all__ = (
+    'MAX_DEFINITIONS',
+    'Definition',
+    'definitions_shown',
+    'definitions_written',
+    'outline',
+    'without_outlines',
+)
 
 MAX_DEFINITIONS: Final = 8
 """Definitions kept of one output: the first ones, in the order the output shows them."""
@@ -92,14 +100,23 @@ def outline(output: str, *, limit: int = MAX_DEFINITIONS) -> list[Definition]:
 
 
 def definitions_shown(text: str, *, limit: int = 4 * MAX_DEFINITIONS) -> list[Definition]:
-    """The definitions the tool outputs of a rendered block (`render_block`) show, `limit` an output at most.
+    """The definitions the tool outputs of a rendered block (`render_block`) show, `limit` an output at most: what
+    the agent read (a file, a grep of code)."""
+    return _definitions(text, 'output', limit)
 
-    What the entity extractor makes `symbol` entities of, so recall by a function's name finds the block where
-    the agent read it."""
+
+def definitions_written(text: str, *, limit: int = 4 * MAX_DEFINITIONS) -> list[Definition]:
+    """The definitions the tool calls of a rendered block write, `limit` a call at most: a heredoc's file
+    (`cat <<'EOF' > repro.py`), a `python - <<EOF` script. (A JSON-argument tool's content is one escaped string,
+    not lines: it gives none.)"""
+    return _definitions(text, 'call', limit)
+
+
+def _definitions(text: str, kind: RegionKind, limit: int) -> list[Definition]:
     return [
         definition
         for region in parse_regions(text)
-        if region.kind == 'output'
+        if region.kind == kind
         for definition in outline(region.text, limit=limit)
     ]
 
