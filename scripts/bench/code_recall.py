@@ -12,7 +12,9 @@ sets, drawn with a fixed seed:
 - **written**: a name a command's code defines (a heredoc's file, a `python - <<EOF` script), as
   `definitions_written` reads them; relevant are the blocks whose commands define it;
 - **tests**: a test a test line names (`FAILED tests/test_cart.py::test_total`, `FAIL: test_x (mod.TestX)`);
-  relevant are the blocks with a test line naming it.
+  relevant are the blocks with a test line naming it;
+- **narration**: two words of the agent's own text in one block (6+ letters, no stop words, each in the text of
+  at most 3 blocks: "serialization" and "deprecate", say); relevant are the blocks whose text has both.
 
 The query is the bare name, what an agent asks when it wants back what it saw ("where was apply_discount?").
 Reported per method (`graph`, `bm25`, `fused`): hit@1 and hit@5, the share of queries with a relevant block
@@ -32,13 +34,15 @@ sys.path.insert(0, str(Path(__file__).resolve().parent))
 
 from mementograph._tokens import TokenCounter
 from mementograph.knowledge_graph import BlockRecord, Eviction, MementoRecord, memento_id_for
-from mementograph.knowledge_graph.memory import critical_facts, definitions_shown, definitions_written
+from mementograph.knowledge_graph.entities import stem
+from mementograph.knowledge_graph.memory import critical_facts, definitions_shown, definitions_written, parse_regions
 from mementograph.knowledge_graph.recall import rank_blocks
 from mementograph.knowledge_graph.store import open_store
 from recall import _relink, real_sources  # the recall bench's blocks, mementos and mentions
 
 REPO = Path(__file__).resolve().parents[2]
 TEST_NAME = re.compile(r'test_\w+|Test[A-Z0-9_]\w*')
+STOP_STEMS = frozenset(stem(word) for word in ('should', 'because', 'though', 'through', 'already', 'before'))
 KS = (1, 5)
 
 
@@ -53,6 +57,9 @@ def main() -> None:
     definitions: dict[str, set[str]] = {}
     tests: dict[str, set[str]] = {}
     written: dict[str, set[str]] = {}
+    narration: dict[str, set[str]] = {}
+    words_of: dict[str, dict[str, str]] = {}  # block id -> its agent text's words of 6+ letters, by stem
+    word_blocks: dict[str, set[str]] = {}
     with open_store(args.store) as store:
         for seq, source in enumerate(sources):
             block = BlockRecord.from_messages(
@@ -72,6 +79,11 @@ def main() -> None:
                 name = definition.name
                 if name and len(name) >= 6 and not name.startswith('__'):
                     written.setdefault(name, set()).add(block.id)
+            said = ' '.join(r.text for r in parse_regions(source.text) if r.label == 'assistant')
+            stems = {stem(word.lower()): word.lower() for word in re.findall(r'\b[A-Za-z]{6,}\b', said)}
+            words_of[block.id] = stems
+            for key in stems:
+                word_blocks.setdefault(key, set()).add(block.id)
             for fact in critical_facts(source.text):
                 if fact.kind == 'test':
                     for part in re.split(r'::|\s|\(|\)|\[|\.', fact.text):
@@ -79,7 +91,17 @@ def main() -> None:
                             tests.setdefault(part.rstrip(':,'), set()).add(block.id)
         rows: list[dict[str, object]] = []
         rng = random.Random(7)
-        for label, relevant in (('definitions', definitions), ('written', written), ('tests', tests)):
+        for _, stems in sorted(words_of.items()):
+            rare = sorted(key for key in stems if len(word_blocks[key]) <= 3 and key not in STOP_STEMS)
+            if len(rare) >= 2:
+                pair = rng.sample(rare, 2)
+                narration[' '.join(stems[key] for key in pair)] = word_blocks[pair[0]] & word_blocks[pair[1]]
+        for label, relevant in (
+            ('definitions', definitions),
+            ('written', written),
+            ('tests', tests),
+            ('narration', narration),
+        ):
             names = sorted(relevant)
             rng.shuffle(names)
             names = names[: args.queries]
