@@ -171,3 +171,20 @@ def test_the_definitions_a_tool_output_shows_or_a_command_writes_are_symbols() -
     assert wrote['sym:apply_discount'] == wrote['sym:checkout'] == 'symbol'
     said = keys_of(f'[assistant]\n{LISTING}')  # the same words in prose define nothing
     assert 'sym:checkout' not in said
+
+
+def test_the_words_people_wrote_come_before_a_tool_outputs_words_under_the_cap() -> None:
+    code = '\n'.join(
+        f'    self.{word}_value = compute_{word}(self, {word}) + offset' for word in ['alpha', 'beta'] * 30
+    )
+    text = (
+        '[assistant]\nThe serializer mangles the timezone, so I will inspect the adapter.\n'
+        f'[call bash]\ncat src/adapter.py\n[return bash]\n<returncode>0</returncode>\n<output>\n{code}\n</output>'
+    )
+    concepts = [e for e in extract_entities(text, max_concepts=4) if e.kind == 'concept']
+    assert {e.key for e in concepts} == {
+        entity_key('concept', w) for w in ('serializer', 'mangles', 'timezone', 'inspect')
+    }
+    everything = {e.key for e in extract_entities(text, max_concepts=100)}
+    assert {'concept:returncod', 'concept:output'}.isdisjoint(everything)  # an observation's tags are structure
+    assert entity_key('concept', 'offset') in everything  # the output's words still fill what the cap leaves

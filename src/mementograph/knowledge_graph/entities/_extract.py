@@ -18,8 +18,9 @@ Kinds, and where they come from:
   means a person, `University`/`Inc` an organisation, `Lake`/`Street` or a country a place); keys do not depend on
   it.
 - **Concepts**: the remaining content words, stemmed (`camping` and `camped` are one concept), at most
-  `max_concepts` per text, the most frequent first. They let recall meet a question that shares no name with the
-  answer ("What did Caroline research?" -> "Researching adoption agencies").
+  `max_concepts` per text: the words people wrote (prose: the agent's narration, the user's request) first, then
+  the words of tool calls and outputs, each the most frequent first. They let recall meet a question that shares
+  no name with the answer ("What did Caroline research?" -> "Researching adoption agencies").
 
 Counts are occurrences in the text (aliases count with their entity). The output is sorted and deterministic:
 the same text always gives the same mentions, so a retried eviction writes the same edges.
@@ -35,7 +36,7 @@ from typing import Final
 
 from ..._text import Blanks
 from .._schema import EntityRecord, Mention
-from ..memory import SECTION_LABELS, critical_facts, definitions_shown, definitions_written
+from ..memory import SECTION_LABELS, critical_facts, definitions_shown, definitions_written, parse_regions
 from ._normalize import STOPWORDS, aliases, entity_key
 
 __all__ = (
@@ -408,8 +409,12 @@ _NOT_NAMES: Final = frozenset(
 
 
 def _strip_markup(text: str) -> str:
-    """Drop `[user]`-style headers and memento section labels: structure, not content."""
-    return _LABELS.sub(' ', _HEADER_LINE.sub(' ', text))
+    """Drop `[user]`-style headers, memento section labels and an observation's `<returncode>`/`<output>` tags:
+    structure, not content (the tags made `returncod` and `output` concepts of nearly every agent block)."""
+    return _OBSERVATION_TAGS.sub(' ', _LABELS.sub(' ', _HEADER_LINE.sub(' ', text)))
+
+
+_OBSERVATION_TAGS = re.compile(r'</?(?:returncode|output|warning)>')
 
 
 def _command_head(line: str) -> str | None:
@@ -612,15 +617,22 @@ def extract_entities(text: str, *, max_concepts: int = DEFAULT_MAX_CONCEPTS) -> 
 
     Args:
         text: A rendered block (`render_block`), a memento, or any prose.
-        max_concepts: Plain-word concepts kept, the most frequent first (ties: first seen).
+        max_concepts: Plain-word concepts kept: prose words first, each group the most frequent first (ties: first
+            seen).
     """
     found = _Found()
     concepts: Counter[str] = Counter()
     first: dict[str, str] = {}
     for piece in _pieces(text):
         _extract_into(piece, found, concepts, first)
+    # The words people wrote (the agent's narration, the user's request) before those of tool output and code: a
+    # source file's `self`, `def` and `import` outnumber them and took 39% of the agent blocks' own words off the cap.
+    written = {
+        key for region in parse_regions(text) if region.kind == 'prose' for key, _ in _concept_words(region.text)
+    }
     order = {key: index for index, key in enumerate(first)}
-    for key, count in sorted(concepts.items(), key=lambda item: (-item[1], order[item[0]]))[:max_concepts]:
+    ranked = sorted(concepts.items(), key=lambda item: (item[0] not in written, -item[1], order[item[0]]))
+    for key, count in ranked[:max_concepts]:
         found.add('concept', first[key], count)
     return sorted(found.entities(), key=lambda entity: entity.key)
 
@@ -691,14 +703,19 @@ def _extract_into(text: str, found: _Found, concepts: Counter[str], first: dict[
         if 1 <= len(term.split()) <= 8 and re.search(r'[A-Za-z]', term):
             found.add('term', term)
     work = _names_into(work, found)
-    for match in _WORD.finditer(work):
-        word = match.group(0)
-        lowered = word.lower().replace('\u2019', "'")
-        if len(lowered) < 3 or lowered in STOPWORDS or lowered.split("'")[0] in STOPWORDS:
-            continue
-        key = entity_key('concept', lowered.split("'")[0])
+    for key, word in _concept_words(work):
         concepts[key] += 1
-        first.setdefault(key, lowered.split("'")[0])
+        first.setdefault(key, word)
+
+
+def _concept_words(text: str) -> Iterator[tuple[str, str]]:
+    """`(key, word)` of each plain content word of `text` (stop words and words under 3 letters left out)."""
+    for match in _WORD.finditer(text):
+        lowered = match.group(0).lower().replace('\u2019', "'")
+        word = lowered.split("'")[0]
+        if len(lowered) < 3 or lowered in STOPWORDS or word in STOPWORDS:
+            continue
+        yield entity_key('concept', word), word
 
 
 def mentions_for(source_id: str, text: str, *, max_concepts: int = DEFAULT_MAX_CONCEPTS) -> tuple[Mention, ...]:

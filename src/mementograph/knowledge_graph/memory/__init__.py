@@ -27,7 +27,7 @@ from ._judge import (
     Verdict,
 )
 from ._outline import Definition, definitions_shown, definitions_written, without_outlines
-from ._render import render_block
+from ._render import Region, parse_regions, render_block
 from ._segment import Segment, segment_blocks
 from ._usage import UsageMeter, usage_meter
 
@@ -52,6 +52,7 @@ __all__ = (
     'MementoDraft',
     'MementoEngine',
     'MementoResult',
+    'Region',
     'RubricJudge',
     'Segment',
     'TimeZone',
@@ -63,6 +64,7 @@ __all__ = (
     'fact_present',
     'fact_retention',
     'missing_facts',
+    'parse_regions',
     'render_block',
     'render_draft',
     'segment_blocks',
