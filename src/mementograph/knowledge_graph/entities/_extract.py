@@ -627,11 +627,11 @@ def extract_entities(text: str, *, max_concepts: int = DEFAULT_MAX_CONCEPTS) -> 
         _extract_into(piece, found, concepts, first)
     # The words people wrote (the agent's narration, the user's request) before those of tool output and code: a
     # source file's `self`, `def` and `import` outnumber them and took 39% of the agent blocks' own words off the cap.
-    written = {
+    prose_keys = {
         key for region in parse_regions(text) if region.kind == 'prose' for key, _ in _concept_words(region.text)
     }
     order = {key: index for index, key in enumerate(first)}
-    ranked = sorted(concepts.items(), key=lambda item: (item[0] not in written, -item[1], order[item[0]]))
+    ranked = sorted(concepts.items(), key=lambda item: (item[0] not in prose_keys, -item[1], order[item[0]]))
     for key, count in ranked[:max_concepts]:
         found.add('concept', first[key], count)
     return sorted(found.entities(), key=lambda entity: entity.key)
