@@ -23,7 +23,7 @@ from mementograph.knowledge_graph.memory import (
     usage_meter,
 )
 
-from ._build import bash, block_of, debugging_block, observation, say, user
+from ._build import bash, block_of, debugging_block, observation, returns, say, user
 
 COUNTER = TokenCounter()
 
@@ -200,6 +200,21 @@ def test_a_written_files_definitions_are_named_under_its_command() -> None:
     block = block_of(messages, COUNTER)
     memento = ExtractiveCompressor(counter=COUNTER).extract(block)
     assert "$ cat <<'EOF' > repro.py -> exit 0\n  class Reproducer; def run\n" in memento
+    assert RubricJudge(counter=COUNTER).check(block, memento).score == 10.0
+
+
+def test_a_write_file_tools_content_is_outlined_under_its_call() -> None:
+    code = '\n'.join(
+        ['class Cart:', *[f'    rate_{i} = {i}' for i in range(150)], '    def total(self):', '        return 0']
+    )
+    messages: list[ModelMessage] = [
+        ModelResponse(parts=[ToolCallPart('write_file', {'path': 'shop/cart.py', 'content': code}, tool_call_id='w1')]),
+        returns(('write_file', 'w1', 'wrote 153 lines to shop/cart.py')),
+        say('Cart is written.'),
+    ]
+    block = block_of(messages, COUNTER)
+    memento = ExtractiveCompressor(counter=COUNTER).extract(block)
+    assert '  class Cart; def total' in memento.splitlines()
     assert RubricJudge(counter=COUNTER).check(block, memento).score == 10.0
 
 

@@ -127,3 +127,15 @@ def test_definitions_shown_by_outputs_and_written_by_commands() -> None:
     )
     assert [str(d) for d in definitions_written(text)] == ['def reproduce']
     assert [str(d) for d in definitions_shown(text)][:2] == ['6: class Cart', '9: def __init__']
+
+
+def test_a_tools_multi_line_string_arguments_are_outlined_as_written_code() -> None:
+    import json
+
+    from mementograph.knowledge_graph.memory._outline import written_outline
+
+    content = 'import os\n\nclass Loader:\n    def load(self, path):\n        return open(path).read()\n'
+    call = f'write_file({json.dumps({"path": "src/loader.py", "content": content})})'
+    assert [str(d) for d in written_outline(call)] == ['class Loader', 'def load']
+    assert written_outline('write_file({"path": "notes.txt", "content": "one line"})') == []
+    assert written_outline('write_file({"path": broken') == []  # not JSON: read as a command, which defines nothing

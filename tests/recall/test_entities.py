@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+import json
+
 import pytest
 
 from mementograph.knowledge_graph.entities import (
@@ -169,6 +171,8 @@ def test_the_definitions_a_tool_output_shows_or_a_command_writes_are_symbols() -
         f"[call bash]\ncat <<'EOF' > shop/cart.py\n{LISTING}\nEOF\n[return bash]\n<returncode>0</returncode>"
     )
     assert wrote['sym:apply_discount'] == wrote['sym:checkout'] == 'symbol'
+    tool = keys_of(f'[call write_file]\nwrite_file({json.dumps({"path": "shop/cart.py", "content": LISTING})})')
+    assert tool['sym:apply_discount'] == tool['sym:checkout'] == 'symbol'  # a JSON string argument's code
     said = keys_of(f'[assistant]\n{LISTING}')  # the same words in prose define nothing
     assert 'sym:checkout' not in said
 

@@ -29,7 +29,7 @@ from ..._tokens import TokenCounter
 from ._block import BlockInput, actions_for
 from ._dialogue import dialogue_memento, is_dialogue, model_view
 from ._facts import Fact, command_facts, critical_facts, fact_present, output_facts
-from ._outline import outline
+from ._outline import outline, written_outline
 from ._render import Action, Region, parse_regions
 from ._usage import record_usage
 
@@ -300,7 +300,8 @@ class ExtractiveCompressor:
             elif action.output is None:
                 last += ' -> no output in this block'
             parent = add(1, 'COMMANDS', last)
-            written = [str(definition) for definition in outline(action.command)]  # a heredoc's file, a script
+            # a heredoc's file, a script, a write_file tool's content
+            written = [str(definition) for definition in written_outline(action.command)]
             if written:
                 add(OUTLINE_PRIORITY, 'COMMANDS', f'  {"; ".join(written)}', parent, covers=False)
             if action.output is None:

@@ -7,17 +7,19 @@ middle ground: each definition the output shows (`def`, `class`, `function`, `fn
 and name, verbatim, with the line number the command printed (`nl`, `cat -n`, `grep -n`), so the memento says
 what is defined where (`13: def total; 46: async def checkout`) in a few tokens. Signatures are left out: full
 definition lines cost 0.9 points of critical facts in the replayed agents' last contexts, the heads 0.6. Code a
-command writes (a heredoc's file, a `python - <<EOF` script) is outlined the same way, under its command.
+call writes (a heredoc's file, a `python - <<EOF` script, the `content` of a pydantic-ai `write_file` tool) is
+outlined the same way, under its call.
 """
 
 from __future__ import annotations
 
+import json
 import re
 from dataclasses import dataclass
 from typing import Final
 
 from ..._text import cut_words
-from ._render import RegionKind, parse_regions
+from ._render import parse_regions
 
 __all__ = (
     'MAX_DEFINITIONS',
@@ -26,6 +28,7 @@ __all__ = (
     'definitions_written',
     'outline',
     'without_outlines',
+    'written_outline',
 )
 
 MAX_DEFINITIONS: Final = 8
@@ -50,6 +53,8 @@ _NAMED: Final = re.compile(
     rf'{_MODIFIERS}{_KEYWORDS}\s+(?:\([^()]*\)\s*)?([A-Za-z_]\w*)(?=\s*(?:[(:{{<\[=;]|extends\b|implements\b|$))'
 )
 _UNNAMED: Final = re.compile(rf'{_MODIFIERS}impl\b.*\{{\s*$')
+_JSON_CALL: Final = re.compile(r'[\w.:-]{1,80}\((\{.*\})\)', re.DOTALL)
+"""A non-shell tool call as rendered (`write_file({"path": ..., "content": ...})`)."""
 _HEAD: Final = re.compile(
     rf'(?:(?:[^\s:;]+:)?\d{{1,7}}: )?{_MODIFIERS}(?:{_KEYWORDS}\s+(?:\([^()]*\)\s*)?[A-Za-z_]\w*|impl\b[^;]*)'
 )
@@ -102,23 +107,55 @@ def outline(output: str, *, limit: int = MAX_DEFINITIONS) -> list[Definition]:
 def definitions_shown(text: str, *, limit: int = 4 * MAX_DEFINITIONS) -> list[Definition]:
     """The definitions the tool outputs of a rendered block (`render_block`) show, `limit` an output at most: what
     the agent read (a file, a grep of code)."""
-    return _definitions(text, 'output', limit)
+    return [
+        definition
+        for region in parse_regions(text)
+        if region.kind == 'output'
+        for definition in outline(region.text, limit=limit)
+    ]
 
 
 def definitions_written(text: str, *, limit: int = 4 * MAX_DEFINITIONS) -> list[Definition]:
     """The definitions the tool calls of a rendered block write, `limit` a call at most: a heredoc's file
-    (`cat <<'EOF' > repro.py`), a `python - <<EOF` script. (A JSON-argument tool's content is one escaped string,
-    not lines: it gives none.)"""
-    return _definitions(text, 'call', limit)
-
-
-def _definitions(text: str, kind: RegionKind, limit: int) -> list[Definition]:
+    (`cat <<'EOF' > repro.py`), a `python - <<EOF` script, a `write_file(path, content)` tool's content."""
     return [
         definition
         for region in parse_regions(text)
-        if region.kind == kind
-        for definition in outline(region.text, limit=limit)
+        if region.kind == 'call'
+        for definition in written_outline(region.text, limit=limit)
     ]
+
+
+def written_outline(call: str, *, limit: int = MAX_DEFINITIONS) -> list[Definition]:
+    """The definitions a tool call writes: in a shell command's own lines, or in the multi-line string arguments
+    of a `name({json})` call (a `write_file` tool's `content` is one escaped JSON string, not lines)."""
+    found: list[Definition] = []
+    for code in _code_of(call):
+        found.extend(outline(code, limit=limit - len(found)))
+        if len(found) >= limit:
+            break
+    return found
+
+
+def _code_of(call: str) -> list[str]:
+    match = _JSON_CALL.fullmatch(call)
+    if match is None:
+        return [call]
+    try:
+        arguments = json.loads(match.group(1))
+    except ValueError:
+        return [call]
+    return [value for value in _strings(arguments) if '\n' in value]
+
+
+def _strings(value: object) -> list[str]:
+    if isinstance(value, str):
+        return [value]
+    if isinstance(value, dict):
+        return [text for item in value.values() for text in _strings(item)]
+    if isinstance(value, list):
+        return [text for item in value for text in _strings(item)]
+    return []
 
 
 def without_outlines(memento: str) -> str:
