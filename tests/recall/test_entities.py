@@ -192,3 +192,17 @@ def test_the_words_people_wrote_come_before_a_tool_outputs_words_under_the_cap()
     everything = {e.key for e in extract_entities(text, max_concepts=100)}
     assert {'concept:returncod', 'concept:output'}.isdisjoint(everything)  # an observation's tags are structure
     assert entity_key('concept', 'offset') in everything  # the output's words still fill what the cap leaves
+
+
+def test_the_files_a_search_found_are_files_of_its_block() -> None:
+    hits = '\n'.join(
+        [
+            'src/shop/cart.py:12:    total = apply_discount(total, 10)',
+            'src/shop/cart.py:40:def apply_discount(total, percent):',
+            'tests/test_cart.py:7-    assert apply_discount(100, 10) == 90',
+            '12:30:45 worker started',
+        ]
+    )
+    keys = keys_of(f'[call bash]\ngrep -rn apply_discount src tests\n[return bash]\n{hits}')
+    assert keys['file:src/shop/cart.py'] == keys['file:tests/test_cart.py'] == 'file'
+    assert not any(key.startswith('file:12') for key in keys)  # a time of day is no hit

@@ -8,8 +8,8 @@ Kinds, and where they come from:
   and the head is what a person asks about. A test line gives the tests it names and their file
   (`FAILED tests/test_a.py::test_b - ...` -> `test_b`, `tests/test_a.py`), a run summary nothing. The definitions
   a tool output shows or a command writes (`def total`, `class Cart` in a file read or a heredoc) are symbols, so
-  recall by a function's name finds where the agent read or wrote it; elsewhere an output is read for its facts
-  and words only.
+  recall by a function's name finds where the agent read or wrote it, and the files of a search's `path:line:` hits
+  (`grep -rn`) are files of its block; elsewhere an output is read for its facts and words only.
 - **Numbers with units and money** (`3.5 ms`, `25%`, `$5,000`), **dates** (`8 May, 2023`, `2023-05-08`,
   `May 2023`, `2022`), **quoted terms** (`"Charlotte's Web"`).
 - **Names** (`person`, `place`, `organisation`, or `name` when the kind is unclear): runs of capitalised words. A
@@ -437,6 +437,21 @@ def _command_head(line: str) -> str | None:
 
 _MEMENTO_COMMAND = re.compile(r'^[ \t]*\$ (.+?)(?: -> [^\n]*)?$', re.MULTILINE)
 _COMMAND_SPLIT = re.compile(r'&&|\|\||;|\|')
+_GREP_HIT = re.compile(r'^((?:[\w.-]+/)*[\w.-]+\.[A-Za-z]\w{0,7}):\d{1,7}[:-]', re.MULTILINE)
+_MAX_SEARCHED_FILES: Final = 32
+"""Files taken from one output's search hits, the first ones (a grep over a whole tree can list thousands)."""
+
+
+def _files_searched(text: str) -> list[str]:
+    """The files of the `path:line:` hits (`grep -rn`, ripgrep) in the tool outputs of `text`, each once."""
+    files: list[str] = []
+    for region in parse_regions(text):
+        if region.kind == 'output':
+            hits = dict.fromkeys(match.group(1) for match in _GREP_HIT.finditer(region.text))
+            files.extend(list(hits)[:_MAX_SEARCHED_FILES])
+    return files
+
+
 _TEST_NAME = re.compile(r'test_\w+|Test[A-Z0-9_]\w*')
 _TEST_TOKEN = re.compile(r'[\w./:\[\]-]+')
 
@@ -686,6 +701,8 @@ def _extract_into(text: str, found: _Found, concepts: Counter[str], first: dict[
     for definition in (*definitions_shown(text), *definitions_written(text)):
         if definition.name is not None:
             found.add('symbol', definition.name)
+    for path in _files_searched(text):  # `grep -rn`'s `src/a.py:12:...` hits: the files a search found
+        found.add('file', path)
     blanks = Blanks(work)
     for match in _MEMENTO_COMMAND.finditer(work):  # a memento's `$ command -> exit N` lines
         for piece in _COMMAND_SPLIT.split(match.group(1)):
