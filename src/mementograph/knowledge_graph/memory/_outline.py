@@ -1,4 +1,4 @@
-"""`_outline` -- the definitions a long tool output shows: what a memento keeps of a file the agent read.
+"""`_outline` -- the definitions a tool output shows or a call writes: what a memento keeps of a file read or written.
 
 Bulk output is not a critical fact (`_facts`): the agent looked at a source dump, it did not learn it, and the
 dump stays byte-exact behind `recover_block`. But a memento that keeps only `$ nl -ba src/app.py | sed -n
@@ -149,13 +149,18 @@ def _code_of(call: str) -> list[str]:
 
 
 def _strings(value: object) -> list[str]:
-    if isinstance(value, str):
-        return [value]
-    if isinstance(value, dict):
-        return [text for item in value.values() for text in _strings(item)]
-    if isinstance(value, list):
-        return [text for item in value for text in _strings(item)]
-    return []
+    """Every string in a JSON value, in order (a stack, not recursion: arguments can nest deep)."""
+    found: list[str] = []
+    stack = [value]
+    while stack:
+        item = stack.pop()
+        if isinstance(item, str):
+            found.append(item)
+        elif isinstance(item, dict):
+            stack.extend(reversed(list(item.values())))
+        elif isinstance(item, list):
+            stack.extend(reversed(item))
+    return found
 
 
 def without_outlines(memento: str) -> str:
