@@ -35,6 +35,16 @@ def test_a_numbered_listing_gives_each_definition_with_its_line_number() -> None
     assert shown(NUMBERED) == ['6: class Cart', '9: def __init__', '13: def total', '17: async def checkout']
 
 
+def test_file_viewers_line_numbers_are_read_too() -> None:
+    arrows = '\n'.join(
+        f'{n:6d}\u2192{line}' for n, line in enumerate(['import os', '', 'class Loader:', '    def load(self):'], 1)
+    )
+    pipes = '\n'.join(
+        f'{n} | {line}' for n, line in enumerate(['import os', '', 'class Loader:', '    def load(self):'], 1)
+    )
+    assert shown(arrows) == shown(pipes) == ['3: class Loader', '4: def load']
+
+
 def test_grep_hits_keep_their_path_and_line_and_plain_code_keeps_none() -> None:
     grep = 'src/cart.py:6:class Cart:\nsrc/cart.py:13:    def total(self):\nsrc/io.py:2:import os\nsrc/io.py:9:def load(path):'
     assert shown(grep) == ['src/cart.py:6: class Cart', 'src/cart.py:13: def total', 'src/io.py:9: def load']

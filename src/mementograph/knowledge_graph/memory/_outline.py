@@ -38,9 +38,9 @@ _MIN_OUTPUT_LINES: Final = 4
 _MAX_HEAD_CHARS: Final = 60
 """A definition without a name (`impl<T> Display for Tree<T> {`) is cut to this many characters."""
 
-# `nl -ba` and `cat -n` print `   120\tcode`; `grep -n` prints `120:code` (and `120-code` for context lines),
-# `grep -rn` `path:120:code`.
-_NUMBERED: Final = re.compile(r'^\s*(\d{1,7})\t(.*)$')
+# `nl -ba` and `cat -n` print `   120\tcode`, agents' file viewers `   120→code` or `120 | code`; `grep -n` prints
+# `120:code` (and `120-code` for context lines), `grep -rn` `path:120:code`.
+_NUMBERED: Final = re.compile(r'^\s*(\d{1,7})(?:\t| ?\u2192| ?\| ?)(.*)$')
 _GREP: Final = re.compile(r'^((?:[^\s:]+:)?\d{1,7})[:-](.*)$')
 _MODIFIERS: Final = (
     r'(?:(?:export|default|pub(?:\([\w:]+\))?|public|private|protected|internal|static|abstract|final|sealed|'
