@@ -206,3 +206,14 @@ def test_the_files_a_search_found_are_files_of_its_block() -> None:
     keys = keys_of(f'[call bash]\ngrep -rn apply_discount src tests\n[return bash]\n{hits}')
     assert keys['file:src/shop/cart.py'] == keys['file:tests/test_cart.py'] == 'file'
     assert not any(key.startswith('file:12') for key in keys)  # a time of day is no hit
+
+
+def test_the_middle_of_a_long_tool_output_is_read_as_output() -> None:
+    """A text longer than a piece is read piece by piece; a piece that continues a tool output is output too, so a
+    source dump gives its first definitions, not every name in it (read as prose: 79,707 symbols for 8 MB)."""
+    source = '\n'.join(f'def handler_{i}(event_{i}):\n    return event_{i}.payload_{i}' for i in range(4_000))
+    assert len(source) > 5 * 32_768
+    for text in (f'[call bash]\ncat app.py\n[return bash]\n{source}', f'<returncode>0</returncode>\n{source}'):
+        symbols = [e.key for e in extract_entities(text) if e.kind == 'symbol']
+        assert 0 < len(symbols) <= 32 and 'sym:handler_0' in symbols
+        assert 'sym:handler_3999' not in symbols and 'sym:event_3999' not in symbols

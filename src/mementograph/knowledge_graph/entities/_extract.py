@@ -36,7 +36,14 @@ from typing import Final
 
 from ..._text import Blanks
 from .._schema import EntityRecord, Mention
-from ..memory import SECTION_LABELS, critical_facts, definitions_shown, definitions_written, parse_regions
+from ..memory import (
+    OBSERVATION_PREFIX,
+    SECTION_LABELS,
+    critical_facts,
+    definitions_shown,
+    definitions_written,
+    parse_regions,
+)
 from ._normalize import STOPWORDS, aliases, entity_key
 
 __all__ = (
@@ -640,6 +647,12 @@ def extract_entities(text: str, *, max_concepts: int = DEFAULT_MAX_CONCEPTS) -> 
     first: dict[str, str] = {}
     for piece in _pieces(text):
         _extract_into(piece, found, concepts, first)
+    # read over the whole text, not its pieces, so a long output gives its first definitions and files only
+    for definition in (*definitions_shown(text), *definitions_written(text)):  # `def total` is where `total` lives
+        if definition.name is not None:
+            found.add('symbol', definition.name)
+    for path in _files_searched(text):  # `grep -rn`'s `src/a.py:12:...` hits: the files a search found
+        found.add('file', path)
     # The words people wrote (the agent's narration, the user's request) before those of tool output and code: a
     # source file's `self`, `def` and `import` outnumber them and took 39% of the agent blocks' own words off the cap.
     prose_keys = {
@@ -653,14 +666,21 @@ def extract_entities(text: str, *, max_concepts: int = DEFAULT_MAX_CONCEPTS) -> 
 
 
 def _pieces(text: str) -> Iterator[str]:
-    """`text` in line-aligned pieces of about `_PIECE_CHARS` (a line longer than that is cut inside)."""
+    """`text` in line-aligned pieces of about `_PIECE_CHARS` (a line longer than that is cut inside), each after the
+    header of the part it continues: the middle of a long tool output is output, not prose (read as prose, a
+    source dump's every `snake_case` name was a symbol: 79,707 of them for an 8 MB file)."""
+    header = '[observation]\n' if text.lstrip().startswith(OBSERVATION_PREFIX) else ''
     start = 0
     while len(text) - start > _PIECE_CHARS:
         end = text.find('\n', start + _PIECE_CHARS, start + 2 * _PIECE_CHARS)
         end = start + _PIECE_CHARS if end < 0 else end + 1
-        yield text[start:end]
+        piece = text[start:end]
+        yield header + piece
+        headers = _HEADER_LINE.findall(piece)
+        if headers:
+            header = headers[-1] + '\n'
         start = end
-    yield text[start:]
+    yield header + text[start:]
 
 
 def _extract_into(text: str, found: _Found, concepts: Counter[str], first: dict[str, str]) -> None:
@@ -697,12 +717,6 @@ def _extract_into(text: str, found: _Found, concepts: Counter[str], first: dict[
         occurrences = max(1, work.count(fact.text))
         found.add(kind, fact.text, occurrences)
         work = work.replace(fact.text, ' ' * len(fact.text))
-    # what a file read showed or a heredoc wrote: `def total` is where `total` lives
-    for definition in (*definitions_shown(text), *definitions_written(text)):
-        if definition.name is not None:
-            found.add('symbol', definition.name)
-    for path in _files_searched(text):  # `grep -rn`'s `src/a.py:12:...` hits: the files a search found
-        found.add('file', path)
     blanks = Blanks(work)
     for match in _MEMENTO_COMMAND.finditer(work):  # a memento's `$ command -> exit N` lines
         for piece in _COMMAND_SPLIT.split(match.group(1)):

@@ -27,13 +27,14 @@ from ._judge import (
     Verdict,
 )
 from ._outline import Definition, definitions_shown, definitions_written, without_outlines
-from ._render import Region, parse_regions, render_block
+from ._render import OBSERVATION_PREFIX, Region, parse_regions, render_block
 from ._segment import Segment, segment_blocks
 from ._usage import UsageMeter, usage_meter
 
 __all__ = (
     'DIMENSIONS',
     'FACT_KINDS',
+    'OBSERVATION_PREFIX',
     'PASS_SCORE',
     'SECTION_LABELS',
     'BlockInput',
