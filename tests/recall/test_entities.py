@@ -217,3 +217,12 @@ def test_the_middle_of_a_long_tool_output_is_read_as_output() -> None:
         symbols = [e.key for e in extract_entities(text) if e.kind == 'symbol']
         assert 0 < len(symbols) <= 32 and 'sym:handler_0' in symbols
         assert 'sym:handler_3999' not in symbols and 'sym:event_3999' not in symbols
+
+
+def test_line_numbers_are_not_years() -> None:
+    listing = '\n'.join(f'{n:6d}\t    total += row_{n}' for n in range(1998, 2003))
+    grep = '2001:    total = 0\nsrc/report.py:2002:    return total\n2003\u2192    pass\n2004 | done'
+    keys = keys_of(
+        f'[call bash]\nnl -ba report.py\n[return bash]\n{listing}\n{grep}\n[assistant]\nWritten in 2023: it ran 1999 times.'
+    )
+    assert {key for key in keys if key.startswith('date:')} == {'date:2023', 'date:1999'}

@@ -140,7 +140,14 @@ _DATE_PATTERNS: Final = (
     ('dm', re.compile(rf'\b({_DAY})(?:\s+of)?\s+({_MONTH})\b')),
     ('md', re.compile(rf'\b({_MONTH})\.?\s+({_DAY})\b(?!:)')),
     ('my', re.compile(rf'\b({_MONTH}),?\s+({_YEAR})\b')),
-    ('y', re.compile(rf'(?<![\w.$/-])({_YEAR})(?![\w.%/-]|\s?(?:ms|s|px|MB|GB|KB))')),
+    # a bare year, not a line number that looks like one (`  1950\tcode`, `1950:  code`, `a.py:1950:`, `1950→code`)
+    (
+        'y',
+        re.compile(
+            rf'(?<![\w.$/:-])({_YEAR})(?![\w.%/-]|\s?(?:ms|s|px|MB|GB|KB)|\t|:(?<=^\d{{4}}:)|\u2192| ?\| )',
+            re.MULTILINE,
+        ),
+    ),
 )
 _MONEY = re.compile(r'(?<![\w$])([$€£]\s?\d[\d,]*(?:\.\d+)?(?:\s?(?:k|m|bn|million|billion|thousand))?)(?![\w])', re.I)
 _UNIT_NUMBER = re.compile(
