@@ -40,8 +40,7 @@ from ..memory import (
     OBSERVATION_PREFIX,
     SECTION_LABELS,
     critical_facts,
-    definitions_shown,
-    definitions_written,
+    definitions_in,
     parse_regions,
 )
 from ._normalize import STOPWORDS, aliases, entity_key
@@ -456,14 +455,9 @@ _MAX_SEARCHED_FILES: Final = 32
 """Files taken from one output's search hits, the first ones (a grep over a whole tree can list thousands)."""
 
 
-def _files_searched(text: str) -> list[str]:
-    """The files of the `path:line:` hits (`grep -rn`, ripgrep) in the tool outputs of `text`, each once."""
-    files: list[str] = []
-    for region in parse_regions(text):
-        if region.kind == 'output':
-            hits = dict.fromkeys(match.group(1) for match in _GREP_HIT.finditer(region.text))
-            files.extend(list(hits)[:_MAX_SEARCHED_FILES])
-    return files
+def _files_searched(output: str) -> list[str]:
+    """The files of the `path:line:` hits (`grep -rn`, ripgrep) in a tool output, each once, the first ones."""
+    return list(dict.fromkeys(match.group(1) for match in _GREP_HIT.finditer(output)))[:_MAX_SEARCHED_FILES]
 
 
 _TEST_NAME = re.compile(r'test_\w+|Test[A-Z0-9_]\w*')
@@ -654,17 +648,20 @@ def extract_entities(text: str, *, max_concepts: int = DEFAULT_MAX_CONCEPTS) -> 
     first: dict[str, str] = {}
     for piece in _pieces(text):
         _extract_into(piece, found, concepts, first)
-    # read over the whole text, not its pieces, so a long output gives its first definitions and files only
-    for definition in (*definitions_shown(text), *definitions_written(text)):  # `def total` is where `total` lives
-        if definition.name is not None:
-            found.add('symbol', definition.name)
-    for path in _files_searched(text):  # `grep -rn`'s `src/a.py:12:...` hits: the files a search found
-        found.add('file', path)
-    # The words people wrote (the agent's narration, the user's request) before those of tool output and code: a
-    # source file's `self`, `def` and `import` outnumber them and took 39% of the agent blocks' own words off the cap.
-    prose_keys = {
-        key for region in parse_regions(text) if region.kind == 'prose' for key, _ in _concept_words(region.text)
-    }
+    # One pass over the whole text's regions, not its pieces, so a long output gives its first definitions and
+    # files only. The words people wrote (the agent's narration, the user's request) rank before those of tool
+    # output and code: a source file's `self`, `def` and `import` outnumbered them, 39% of their words off the cap.
+    prose_keys: set[str] = set()
+    for region in parse_regions(text):
+        if region.kind == 'prose':
+            prose_keys.update(key for key, _ in _concept_words(region.text))
+            continue
+        for definition in definitions_in(region):  # what a file read showed or a call wrote
+            if definition.name is not None:
+                found.add('symbol', definition.name)
+        if region.kind == 'output':
+            for path in _files_searched(region.text):  # `src/a.py:12:...` hits: the files a search found
+                found.add('file', path)
     order = {key: index for index, key in enumerate(first)}
     ranked = sorted(concepts.items(), key=lambda item: (item[0] not in prose_keys, -item[1], order[item[0]]))
     for key, count in ranked[:max_concepts]:

@@ -26,7 +26,7 @@ from ._judge import (
     RubricJudge,
     Verdict,
 )
-from ._outline import Definition, definitions_shown, definitions_written, without_outlines
+from ._outline import Definition, definitions_in, definitions_shown, definitions_written, without_outlines
 from ._render import OBSERVATION_PREFIX, Region, parse_regions, render_block
 from ._segment import Segment, segment_blocks
 from ._usage import UsageMeter, usage_meter
@@ -60,6 +60,7 @@ __all__ = (
     'UsageMeter',
     'Verdict',
     'critical_facts',
+    'definitions_in',
     'definitions_shown',
     'definitions_written',
     'fact_present',

@@ -19,11 +19,12 @@ from dataclasses import dataclass
 from typing import Final
 
 from ..._text import cut_words
-from ._render import parse_regions
+from ._render import Region, parse_regions
 
 __all__ = (
     'MAX_DEFINITIONS',
     'Definition',
+    'definitions_in',
     'definitions_shown',
     'definitions_written',
     'outline',
@@ -49,15 +50,13 @@ _MODIFIERS: Final = (
 _KEYWORDS: Final = r'(?:def|class|function\*?|fn|struct|enum|trait|interface|func|record|object|module|mod)'
 # the head of a definition: modifiers, keyword, then a name (a Go method's receiver comes before its name),
 # followed by code, not prose: "function returns the value" or "record the time" in a log is no definition
-_NAMED: Final = re.compile(
-    rf'{_MODIFIERS}{_KEYWORDS}\s+(?:\([^()]*\)\s*)?([A-Za-z_]\w*)(?=\s*(?:[(:{{<\[=;]|extends\b|implements\b|$))'
-)
+_NAMED_HEAD: Final = rf'{_MODIFIERS}{_KEYWORDS}\s+(?:\([^()]*\)\s*)?([A-Za-z_]\w*)'
+_NAMED: Final = re.compile(rf'{_NAMED_HEAD}(?=\s*(?:[(:{{<\[=;]|extends\b|implements\b|$))')
 _UNNAMED: Final = re.compile(rf'{_MODIFIERS}impl\b.*\{{\s*$')
 _JSON_CALL: Final = re.compile(r'[\w.:-]{1,80}\((\{.*\})\)', re.DOTALL)
 """A non-shell tool call as rendered (`write_file({"path": ..., "content": ...})`)."""
-_HEAD: Final = re.compile(
-    rf'(?:(?:[^\s:;]+:)?\d{{1,7}}: )?{_MODIFIERS}(?:{_KEYWORDS}\s+(?:\([^()]*\)\s*)?[A-Za-z_]\w*|impl\b[^;]*)'
-)
+_HEAD: Final = re.compile(rf'(?:(?:[^\s:;]+:)?\d{{1,7}}: )?(?:{_NAMED_HEAD}|{_MODIFIERS}impl\b[^;]*)')
+"""One entry of an outline line as the compressor writes it (`13: def total`)."""
 
 
 @dataclass(frozen=True)
@@ -104,26 +103,25 @@ def outline(output: str, *, limit: int = MAX_DEFINITIONS) -> list[Definition]:
     return found
 
 
+def definitions_in(region: Region, *, limit: int = 4 * MAX_DEFINITIONS) -> list[Definition]:
+    """The definitions one region of a rendered block holds, `limit` at most: those a tool output shows (what the
+    agent read: a file, a grep of code), those a tool call writes (a heredoc's file, a `python - <<EOF` script, a
+    `write_file(path, content)` tool's content); none in prose."""
+    if region.kind == 'output':
+        return outline(region.text, limit=limit)
+    if region.kind == 'call':
+        return written_outline(region.text, limit=limit)
+    return []
+
+
 def definitions_shown(text: str, *, limit: int = 4 * MAX_DEFINITIONS) -> list[Definition]:
-    """The definitions the tool outputs of a rendered block (`render_block`) show, `limit` an output at most: what
-    the agent read (a file, a grep of code)."""
-    return [
-        definition
-        for region in parse_regions(text)
-        if region.kind == 'output'
-        for definition in outline(region.text, limit=limit)
-    ]
+    """The definitions the tool outputs of a rendered block (`render_block`) show, `limit` an output at most."""
+    return [d for region in parse_regions(text) if region.kind == 'output' for d in definitions_in(region, limit=limit)]
 
 
 def definitions_written(text: str, *, limit: int = 4 * MAX_DEFINITIONS) -> list[Definition]:
-    """The definitions the tool calls of a rendered block write, `limit` a call at most: a heredoc's file
-    (`cat <<'EOF' > repro.py`), a `python - <<EOF` script, a `write_file(path, content)` tool's content."""
-    return [
-        definition
-        for region in parse_regions(text)
-        if region.kind == 'call'
-        for definition in written_outline(region.text, limit=limit)
-    ]
+    """The definitions the tool calls of a rendered block write, `limit` a call at most."""
+    return [d for region in parse_regions(text) if region.kind == 'call' for d in definitions_in(region, limit=limit)]
 
 
 def written_outline(call: str, *, limit: int = MAX_DEFINITIONS) -> list[Definition]:
