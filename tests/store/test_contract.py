@@ -38,6 +38,7 @@ from mementograph.knowledge_graph.store import (
     BlockNotFoundError,
     LogConflictError,
     MementoNotFoundError,
+    NotFoundError,
     PageConflictError,
     recover_chain,
 )
@@ -367,6 +368,52 @@ def test_full_text_finds_blocks_and_mementos(backend: Backend) -> None:
     assert [hit.id for hit in zebra] == [memento2.id] and zebra[0].block_ids == (block2.id,)
     assert store.search_text('"; DROP TABLE blocks; --', namespace=ns) == []  # literal terms, never syntax
     assert store.search_text('', namespace=ns) == []
+
+
+def test_replaced_mentions_take_the_old_ones_place_with_counts_kept(backend: Backend) -> None:
+    """What `reindex_entities` relies on: a record's edges are swapped in one transaction, pending ones too (no read
+    between the writes and the swap), entities nothing mentions any more go, document frequencies follow, and
+    other records keep theirs."""
+    store, ns = backend.store, backend.namespace
+    x, y, z, w = (
+        EntityRecord(key=f'concept:{n}', name=n, kind='concept') for n in ('xylo', 'yarrow', 'zinnia', 'wren')
+    )
+    ev_a, block_a, memento_a = make_eviction(session_history(1), session_id='a', namespace=ns)
+    ev_b, block_b, _ = make_eviction(session_history(1, prefix='keep'), session_id='b', namespace=ns)
+    store.write_eviction(
+        replace(ev_a, mentions=(Mention(block_a.id, x, 1), Mention(block_a.id, y, 4), Mention(memento_a.id, x, 1)))
+    )
+    store.write_eviction(replace(ev_b, mentions=(Mention(block_b.id, x, 1), Mention(block_b.id, z, 2))))
+
+    def edges(source_id: str) -> list[tuple[str, int]]:
+        return [(entity.key, count) for entity, count in store.entities_of(source_id, namespace=ns)]
+
+    def frequencies(*entities: EntityRecord) -> dict[str, int]:
+        lookup = store.entity_postings([e.key for e in entities], namespace=ns, limit=0)  # type: ignore[attr-defined]
+        return {found.entity.key: found.blocks for found in lookup.entities}
+
+    fresh = (Mention(block_a.id, x, 2), Mention(block_a.id, w, 1), Mention(memento_a.id, w, 1))
+    for _ in range(2):  # a second identical call changes nothing
+        assert store.replace_mentions([block_a.id, memento_a.id], fresh, namespace=ns) == 3
+        assert edges(block_a.id) == [('concept:xylo', 2), ('concept:wren', 1)]
+        assert edges(memento_a.id) == [('concept:wren', 1)]
+        assert edges(block_b.id) == [('concept:zinnia', 2), ('concept:xylo', 1)]
+        assert frequencies(x, y, z, w) == {'concept:xylo': 2, 'concept:zinnia': 1, 'concept:wren': 1}  # yarrow gone
+        assert store.stats(namespace=ns).entities == 3
+
+    assert store.replace_mentions([block_a.id], [], namespace=ns) == 0
+    assert edges(block_a.id) == [] and edges(memento_a.id) == [('concept:wren', 1)]
+    assert frequencies(x, w) == {'concept:xylo': 1, 'concept:wren': 0}  # a memento's edge counts no block
+
+    # a source outside the namespace (or nowhere) fails the whole call; so does a mention of an unlisted source
+    other, other_block, _ = make_eviction(session_history(1), session_id='a', namespace=f'{ns}-other')
+    store.write_eviction(other)
+    for sources in ([block_b.id, 'blk_nowhere'], [block_b.id, other_block.id]):
+        with pytest.raises(NotFoundError):
+            store.replace_mentions(sources, [Mention(block_b.id, w, 1)], namespace=ns)
+    with pytest.raises(ValueError, match='not among the sources'):
+        store.replace_mentions([block_b.id], [Mention(block_a.id, w, 1)], namespace=ns)
+    assert edges(block_b.id) == [('concept:zinnia', 2), ('concept:xylo', 1)]
 
 
 def test_delete_session_removes_only_that_session(backend: Backend) -> None:

@@ -16,7 +16,7 @@ import inspect
 import json
 import logging
 import warnings
-from collections.abc import Awaitable, Callable, Sequence
+from collections.abc import Callable, Sequence
 from concurrent.futures import Future
 from dataclasses import dataclass, field, replace
 from datetime import datetime
@@ -45,6 +45,7 @@ from ..knowledge_graph import (
     SessionEvent,
     memento_id_for,
 )
+from ..knowledge_graph.entities import MentionExtractor
 from ..knowledge_graph.memory import (
     BlockInput,
     MementoEngine,
@@ -61,12 +62,9 @@ from ._events import MementoWarning
 from ._layout import MICRO_METADATA, Slot, StubInfo, layout, make_stub, micro_part_id, stub_info, stub_shape
 from ._logwriter import SessionLogWriter
 
-__all__ = ('CompactionPolicy', 'CompactionReport', 'MentionExtractor', 'SessionCompactor', 'Trigger')
+__all__ = ('CompactionPolicy', 'CompactionReport', 'SessionCompactor', 'Trigger')
 
 Trigger = Literal['auto', 'manual']
-MentionExtractor = Callable[[str, str], Sequence[Mention] | Awaitable[Sequence[Mention]]]
-"""`(source_id, text) -> mentions`: links a block or memento to the entities it names (the recall layer's
-`mentions_for`, or an async one such as `LLMEntityExtractor.mentions_for`)."""
 
 _STUB_OVERHEAD_TOKENS: Final = 40
 """Header tokens a stub adds to its memento text (estimate used only for planning)."""

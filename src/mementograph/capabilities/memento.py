@@ -47,7 +47,7 @@ from .._threads import StoreCalls, in_thread
 from .._tokens import TokenCounter, encoding_for_model
 from ..knowledge_graph import DEFAULT_NAMESPACE
 from ..knowledge_graph.dense import ONNX_SCHEME, BackgroundSync, DenseIndex, embedding_model, existing_model_path
-from ..knowledge_graph.entities import llm_extractor_from_env, mentions_for
+from ..knowledge_graph.entities import MentionExtractor, default_mention_extractor
 from ..knowledge_graph.memory import (
     Compressor,
     ExtractiveCompressor,
@@ -59,7 +59,7 @@ from ..knowledge_graph.memory import (
 )
 from ..knowledge_graph.recall import page_index_text
 from ..knowledge_graph.store import GraphStore, StoreTimeoutError, check_store_uri, open_store
-from ._compactor import CompactionPolicy, CompactionReport, MentionExtractor, SessionCompactor, Trigger
+from ._compactor import CompactionPolicy, CompactionReport, SessionCompactor, Trigger
 from ._events import MementoEvictedEvent, MementoSkippedEvent, MementoWarning
 from ._toolset import MementoToolset
 
@@ -512,7 +512,7 @@ class MementoCompaction(AbstractCapability[AgentDepsT]):
                 counter=counter,
                 engine=engine,
                 policy=self._policy(high),
-                mentions=self.mentions or _default_mentions(),
+                mentions=self.mentions or default_mention_extractor(),
                 redact=self.redact,
                 zone=self._zone,
                 calls=self.store_calls(),
@@ -777,8 +777,3 @@ def _stamp_pending_request(ctx: RunContext[Any]) -> None:
     if isinstance(last, ModelRequest):
         last.run_id = last.run_id or ctx.run_id
         last.conversation_id = last.conversation_id or ctx.conversation_id
-
-
-def _default_mentions() -> MentionExtractor:
-    extractor = llm_extractor_from_env()
-    return mentions_for if extractor is None else extractor.mentions_for

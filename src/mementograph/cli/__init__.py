@@ -10,7 +10,17 @@ from collections.abc import Sequence
 
 from .._tokens import TokenizerUnavailableError
 from ..knowledge_graph.store import NotFoundError, StoreError
-from . import _eval_cmd, _mcp_cmd, _plot_cmd, _query, _recall_cmd, _replay_cmd, _store_commands, _verify_cmd
+from . import (
+    _eval_cmd,
+    _mcp_cmd,
+    _plot_cmd,
+    _query,
+    _recall_cmd,
+    _reindex_cmd,
+    _replay_cmd,
+    _store_commands,
+    _verify_cmd,
+)
 from ._common import CliError
 
 __all__ = ('build_parser', 'main')
@@ -35,6 +45,7 @@ def build_parser() -> argparse.ArgumentParser:
     _replay_cmd.register(commands)
     _query.register(commands)
     _recall_cmd.register(commands)
+    _reindex_cmd.register(commands)
     _eval_cmd.register(commands)
     _mcp_cmd.register(commands)
     _plot_cmd.register(commands)

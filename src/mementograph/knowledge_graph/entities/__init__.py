@@ -1,5 +1,6 @@
 """Entities: what blocks and mementos `MENTIONS` -- a deterministic extractor, key normalisation, an optional LLM
-extractor. Recall matches a query's entities against these keys."""
+extractor, and reindexing what was archived before the extractor changed. Recall matches a query's entities against
+these keys."""
 
 from __future__ import annotations
 
@@ -13,6 +14,7 @@ from ._extract import (
 )
 from ._llm import ENTITY_MODEL_ENV, LLMEntityExtractor, llm_extractor_from_env
 from ._normalize import KEY_CLASSES, STOPWORDS, aliases, entity_key, key_class, normalize_name, normalize_path, stem
+from ._reindex import MentionExtractor, ReindexReport, default_mention_extractor, reindex_entities
 
 __all__ = (
     'DEFAULT_MAX_CONCEPTS',
@@ -22,7 +24,10 @@ __all__ = (
     'STOPWORDS',
     'ExtractedEntity',
     'LLMEntityExtractor',
+    'MentionExtractor',
+    'ReindexReport',
     'aliases',
+    'default_mention_extractor',
     'entity_key',
     'extract_entities',
     'key_class',
@@ -31,5 +36,6 @@ __all__ = (
     'merge_entities',
     'normalize_name',
     'normalize_path',
+    'reindex_entities',
     'stem',
 )

@@ -1,6 +1,6 @@
 """Graph stores: the `GraphStore` protocol, the embedded SQLite default, `memory://` and Neo4j."""
 
-from ._base import recover_chain
+from ._base import check_block, recover_chain
 from ._errors import (
     BlockIntegrityError,
     BlockNotFoundError,
@@ -62,6 +62,7 @@ __all__ = (
     'UnsupportedQueryError',
     'VerifyProblem',
     'VerifyReport',
+    'check_block',
     'check_store_uri',
     'default_store_uri',
     'open_store',

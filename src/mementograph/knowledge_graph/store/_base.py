@@ -8,16 +8,18 @@ from dataclasses import replace
 from datetime import UTC, datetime
 
 from ..._messages import deserialize_messages, messages_sha256
-from .._schema import DEFAULT_NAMESPACE, BlockRecord, PageRecord, SessionEvent
-from ._errors import BlockIntegrityError, LogConflictError, PageConflictError
+from .._schema import DEFAULT_NAMESPACE, BlockRecord, Mention, PageRecord, SessionEvent
+from ._errors import BlockIntegrityError, LogConflictError, NotFoundError, PageConflictError
 from ._protocol import GraphStore, RecoveredBlock
 
 __all__ = (
     'branch_events',
     'check_block',
+    'check_mention_sources',
     'check_page',
     'fts_terms',
     'log_conflict',
+    'missing_sources',
     'now_iso',
     'recover_block',
     'recover_chain',
@@ -46,6 +48,23 @@ def branch_events(events: Sequence[SessionEvent], last: int) -> list[SessionEven
     if any(event.kind != 'message' or event.message_index is None for event in events):
         raise ValueError('append_branch takes message events only')
     return [replace(event, message_index=last + 1 + (event.message_index or 0)) for event in events]
+
+
+def check_mention_sources(source_ids: Sequence[str], mentions: Sequence[Mention]) -> list[str]:
+    """`replace_mentions`' sources without repeats; raises `ValueError` when a mention's source is not one of them
+    (its edges would be written without the old ones going)."""
+    sources = list(dict.fromkeys(source_ids))
+    listed = set(sources)
+    stray = sorted({mention.source_id for mention in mentions} - listed)
+    if stray:
+        raise ValueError(f'mentions from {stray[0]!r}, which is not among the sources to replace')
+    return sources
+
+
+def missing_sources(missing: Sequence[str], namespace: str) -> NotFoundError:
+    """The error of a `replace_mentions` whose sources are not all in the store."""
+    more = f' (and {len(missing) - 1} more)' if len(missing) > 1 else ''
+    return NotFoundError(f'no block or memento {missing[0]!r}{more} in namespace {namespace!r}: nothing was replaced')
 
 
 def check_page(page: PageRecord, held: Mapping[str, int]) -> None:

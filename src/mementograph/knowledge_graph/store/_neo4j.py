@@ -41,7 +41,16 @@ from .._schema import (
     StoreStats,
     entity_id_for,
 )
-from ._base import branch_events, check_block, check_page, fts_terms, log_conflict, now_iso
+from ._base import (
+    branch_events,
+    check_block,
+    check_mention_sources,
+    check_page,
+    fts_terms,
+    log_conflict,
+    missing_sources,
+    now_iso,
+)
 from ._cypher import (
     DEFAULT_QUERY_LIMIT,
     DEFAULT_QUERY_TIMEOUT,
@@ -166,7 +175,39 @@ def _fulltext_is_current(options: Mapping[str, Any] | None, properties: Sequence
 
 # -- statements -----------------------------------------------------------------------------------------------
 
-_WRITE_EVICTION: Final = """
+_WRITE_MENTIONS: Final = """
+CALL () {
+  UNWIND $entities AS row
+  MERGE (e:Entity {id: row.id})
+  ON CREATE SET e.key = row.key, e.name = row.name, e.kind = row.kind, e.namespace = $namespace, e.blocks = 0
+}
+CALL () {
+  UNWIND $block_mentions AS row
+  MATCH (src:EvictedBlock {id: row.source}) USING INDEX src:EvictedBlock(id) WHERE src.namespace = $namespace
+  MATCH (e:Entity {id: row.entity_id})
+  WITH src, e, row, src.kind = 'block' AND NOT EXISTS { (src)-[:MENTIONS]->(e) } AS counted
+  MERGE (src)-[r:MENTIONS]->(e)
+  ON CREATE SET r.count = row.count
+  WITH e, sum(CASE WHEN counted THEN 1 ELSE 0 END) AS added
+  WHERE added > 0
+  WITH e, added ORDER BY e.id
+  SET e.blocks = CASE WHEN e.blocks IS NULL THEN COUNT { (e)<-[:MENTIONS]-(:EvictedBlock {kind: 'block'}) }
+                 ELSE e.blocks + added END
+}
+CALL () {
+  UNWIND $memento_mentions AS row
+  MATCH (src:Memento {id: row.source}) USING INDEX src:Memento(id) WHERE src.namespace = $namespace
+  MATCH (e:Entity {id: row.entity_id})
+  MERGE (src)-[r:MENTIONS]->(e)
+  ON CREATE SET r.count = row.count
+}
+"""
+"""Entities, then `MENTIONS` edges from blocks and from mementos (`$entities`, `$block_mentions`,
+`$memento_mentions`: `_mention_rows`), each source matched through its own unique index; each entity's `blocks`
+grows by the edges from blocks of kind 'block' created here (see `_WRITE_EVICTION`)."""
+
+_WRITE_EVICTION: Final = (
+    """
 MERGE (s:Session {key: $key})
 ON CREATE SET s.id = $session_id, s.namespace = $namespace, s.created_at = $created,
               s.event_count = 0, s.memento_count = 0, s.block_count = 0
@@ -236,32 +277,9 @@ CALL () {
   MERGE (m)-[r:SUMMARIZES]->(t)
   ON CREATE SET r.position = row.position
 }
-CALL () {
-  UNWIND $entities AS row
-  MERGE (e:Entity {id: row.id})
-  ON CREATE SET e.key = row.key, e.name = row.name, e.kind = row.kind, e.namespace = $namespace, e.blocks = 0
-}
-CALL () {
-  UNWIND $block_mentions AS row
-  MATCH (src:EvictedBlock {id: row.source}) USING INDEX src:EvictedBlock(id) WHERE src.namespace = $namespace
-  MATCH (e:Entity {id: row.entity_id})
-  WITH src, e, row, src.kind = 'block' AND NOT EXISTS { (src)-[:MENTIONS]->(e) } AS counted
-  MERGE (src)-[r:MENTIONS]->(e)
-  ON CREATE SET r.count = row.count
-  WITH e, sum(CASE WHEN counted THEN 1 ELSE 0 END) AS added
-  WHERE added > 0
-  WITH e, added ORDER BY e.id
-  SET e.blocks = CASE WHEN e.blocks IS NULL THEN COUNT { (e)<-[:MENTIONS]-(:EvictedBlock {kind: 'block'}) }
-                 ELSE e.blocks + added END
-}
-CALL () {
-  UNWIND $memento_mentions AS row
-  MATCH (src:Memento {id: row.source}) USING INDEX src:Memento(id) WHERE src.namespace = $namespace
-  MATCH (e:Entity {id: row.entity_id})
-  MERGE (src)-[r:MENTIONS]->(e)
-  ON CREATE SET r.count = row.count
-}
-CALL () {
+"""
+    + _WRITE_MENTIONS
+    + """CALL () {
   UNWIND $pages AS row
   MERGE (p:Page {id: row.id})
   ON CREATE SET p.namespace = $namespace, p.session_id = $session_id, p.number = row.number
@@ -281,6 +299,7 @@ CALL (s, events, first_seq) {
   MERGE (e)-[:IN_SESSION]->(s)
 }
 """
+)
 """Everything an eviction writes, in ONE statement: one round trip, and one transaction the driver begins in the
 same round trip (`Neo4jStore._write_statement`). In clause order:
 - the session is created if needed and write-locked (the first SET), so writers of one session queue; everything
@@ -303,6 +322,40 @@ same round trip (`Neo4jStore._write_statement`). In clause order:
 - pages (upserted) and their CONTAINS edges; events with their seq, linked IN_SESSION.
 Every part is a batched UNWIND … MERGE, so a retried eviction changes nothing. `append_events` runs the same
 statement with only events, and `_LOGGED_SHAS` after it."""
+
+_MISSING_SOURCES: Final = """
+UNWIND $ids AS sid
+OPTIONAL MATCH (b:EvictedBlock {id: sid})
+OPTIONAL MATCH (m:Memento {id: sid})
+WITH sid, coalesce(b.namespace, m.namespace) AS namespace
+WHERE namespace IS NULL OR namespace <> $namespace
+RETURN collect(sid) AS missing
+"""
+
+_DROP_MENTIONS: Final = """
+CALL () {
+  UNWIND $ids AS sid
+  MATCH (b:EvictedBlock {id: sid})-[r:MENTIONS]->(e:Entity)
+  WITH e, collect(r) AS edges, sum(CASE WHEN b.kind = 'block' THEN 1 ELSE 0 END) AS n
+  ORDER BY e.id
+  SET e.blocks = CASE WHEN e.blocks IS NULL THEN null ELSE e.blocks - n END
+  FOREACH (r IN edges | DELETE r)
+  RETURN collect(e.id) AS from_blocks
+}
+CALL () {
+  UNWIND $ids AS sid
+  MATCH (:Memento {id: sid})-[r:MENTIONS]->(e:Entity)
+  DELETE r
+  RETURN collect(DISTINCT e.id) AS from_mementos
+}
+RETURN from_blocks + from_mementos AS touched
+"""
+"""Deletes the `MENTIONS` edges from `$ids`, taking the blocks' off their entities' `blocks` (locked in id order,
+as `_WRITE_EVICTION` takes them); returns the entities they led to."""
+
+_DROP_ORPHAN_ENTITIES: Final = (
+    'UNWIND $ids AS eid MATCH (e:Entity {id: eid}) WHERE NOT EXISTS { (e)<-[:MENTIONS]-() } DELETE e'
+)
 
 _PAGE_MEMBERS: Final = """
 WITH count(*) AS written
@@ -827,6 +880,24 @@ class Neo4jStore:
 
     def delete_session(self, session_id: str, *, namespace: str = DEFAULT_NAMESPACE) -> int:
         return self._write('delete_session', lambda tx: _delete_session(tx, namespace, session_id))
+
+    def replace_mentions(
+        self, source_ids: Sequence[str], mentions: Sequence[Mention], *, namespace: str = DEFAULT_NAMESPACE
+    ) -> int:
+        sources = check_mention_sources(source_ids, mentions)
+        rows = _mention_rows(namespace, mentions)
+
+        def work(tx: ManagedTransaction) -> int:
+            params = {'namespace': namespace, 'ids': sources}
+            missing = tx.run(_q(_MISSING_SOURCES), params).single(strict=True)['missing']
+            if missing:
+                raise missing_sources(missing, namespace)  # nothing written yet: the transaction rolls back
+            touched = tx.run(_q(_DROP_MENTIONS), params).single(strict=True)['touched']
+            tx.run(_q(_WRITE_MENTIONS + 'RETURN 0'), {'namespace': namespace, **rows}).consume()
+            tx.run(_q(_DROP_ORPHAN_ENTITIES), ids=sorted(set(touched))).consume()
+            return len(rows['block_mentions']) + len(rows['memento_mentions'])
+
+        return self._write('replace_mentions', work)
 
     # -- reads ----------------------------------------------------------------------------------------------
 
@@ -1757,7 +1828,7 @@ def _delete_session(tx: ManagedTransaction, namespace: str, session_id: str) -> 
     removed += counters.nodes_deleted + counters.relationships_deleted
     counters = (
         tx.run(
-            _q('UNWIND $ids AS eid MATCH (e:Entity {id: eid}) WHERE NOT EXISTS { (e)<-[:MENTIONS]-() } DELETE e'),
+            _q(_DROP_ORPHAN_ENTITIES),
             ids=entity_ids,
         )
         .consume()

@@ -15,6 +15,7 @@ from .._schema import (
     EntityRecord,
     Eviction,
     MementoRecord,
+    Mention,
     PageRecord,
     SessionEvent,
     SessionRecord,
@@ -230,6 +231,18 @@ class GraphStore(Protocol):
 
     def entities_of(self, source_id: str, *, namespace: str = DEFAULT_NAMESPACE) -> list[tuple[EntityRecord, int]]:
         """Entities a block or memento `MENTIONS`, with their counts, most mentioned first."""
+        ...
+
+    def replace_mentions(
+        self, source_ids: Sequence[str], mentions: Sequence[Mention], *, namespace: str = DEFAULT_NAMESPACE
+    ) -> int:
+        """Replace every `MENTIONS` edge from the blocks and mementos `source_ids` with `mentions`, in one
+        transaction: how records archived before the entity extractor changed get what it finds now
+        (`reindex_entities`). Entities nothing mentions any more go; document frequencies follow.
+
+        Every mention's source must be one of `source_ids` (`ValueError` otherwise), and every source a block or
+        memento of `namespace` (`NotFoundError` otherwise, and nothing is written). Returns how many edges it wrote.
+        """
         ...
 
     def search_text(

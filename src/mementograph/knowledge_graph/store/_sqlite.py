@@ -35,7 +35,16 @@ from .._schema import (
     StoreStats,
     entity_id_for,
 )
-from ._base import branch_events, check_block, check_page, fts_terms, log_conflict, now_iso
+from ._base import (
+    branch_events,
+    check_block,
+    check_mention_sources,
+    check_page,
+    fts_terms,
+    log_conflict,
+    missing_sources,
+    now_iso,
+)
 from ._errors import (
     BlockNotFoundError,
     MementoNotFoundError,
@@ -1247,6 +1256,51 @@ class SqliteStore:
                 (source_id, namespace),
             ).fetchall()
         return [(_entity_record(row[0], row[1], row[2]), row[3]) for row in rows]
+
+    def replace_mentions(
+        self, source_ids: Sequence[str], mentions: Sequence[Mention], *, namespace: str = DEFAULT_NAMESPACE
+    ) -> int:
+        sources = check_mention_sources(source_ids, mentions)
+        self._index_mentions()  # a backlog is indexed first, batch by batch, not under this call's lock
+        with self._write() as conn:
+            while self._apply_next_mentions(conn):  # what was written since: its old edges must be found below
+                pass
+            present: set[str] = set()
+            dropped: Counter[str] = Counter()  # block mentions deleted, by entity: off their document frequencies
+            touched: set[str] = set()
+            for start in range(0, len(sources), 400):
+                chunk = sources[start : start + 400]
+                marks = ','.join('?' * len(chunk))
+                present.update(
+                    row[0]
+                    for row in conn.execute(
+                        f'SELECT id FROM blocks WHERE namespace = ? AND id IN ({marks}) '
+                        f'UNION ALL SELECT id FROM mementos WHERE namespace = ? AND id IN ({marks})',
+                        (namespace, *chunk, namespace, *chunk),
+                    )
+                )
+                for entity_id, source_id in conn.execute(
+                    f'SELECT entity_id, source_id FROM mentions WHERE source_id IN ({marks})', chunk
+                ):
+                    touched.add(entity_id)
+                    if source_id.startswith('blk_'):
+                        dropped[entity_id] += 1
+            missing = [source for source in sources if source not in present]
+            if missing:
+                raise missing_sources(missing, namespace)  # before any change: the transaction writes nothing
+            for start in range(0, len(sources), 400):
+                chunk = sources[start : start + 400]
+                conn.execute(f'DELETE FROM mentions WHERE source_id IN ({",".join("?" * len(chunk))})', chunk)
+            conn.executemany(
+                'UPDATE entities SET blocks = blocks - ? WHERE id = ?', [(dropped[key], key) for key in sorted(dropped)]
+            )
+            if mentions:
+                self._apply_mentions(conn, [(None, namespace, _encode_mentions(mentions))])
+            conn.executemany(
+                'DELETE FROM entities WHERE id = ?1 AND NOT EXISTS (SELECT 1 FROM mentions WHERE entity_id = ?1)',
+                [(entity_id,) for entity_id in sorted(touched)],
+            )
+        return len({(mention.source_id, mention.entity.key) for mention in mentions})
 
     def _index_mentions(self) -> None:
         """Move pending `MENTIONS` into the entity index (`entities`, `mentions` and its by-entity index).

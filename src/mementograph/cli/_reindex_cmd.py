@@ -1,0 +1,60 @@
+"""`reindex`: link archived blocks and mementos to the entities the extractor finds in them now."""
+
+from __future__ import annotations
+
+import argparse
+import asyncio
+from dataclasses import asdict
+
+from ..knowledge_graph.entities import ENTITY_MODEL_ENV, default_mention_extractor, reindex_entities
+from ..knowledge_graph.store import NotFoundError
+from ._common import CliError, add_store_options, emit, store_from
+from ._progress import progress_bar, wants_progress
+
+__all__ = ('register',)
+
+NOT_FOUND = 3
+
+
+def _reindex(args: argparse.Namespace) -> int:
+    extractor = default_mention_extractor()
+    with store_from(args) as store:
+        uri = store.uri
+        total = store.count_blocks(namespace=args.namespace, session_id=args.session, kind=None)
+        with progress_bar('reindexing entities', total, enabled=wants_progress(args.json)) as advance:
+            try:
+                report = asyncio.run(
+                    reindex_entities(
+                        store, namespace=args.namespace, session_id=args.session, extractor=extractor, progress=advance
+                    )
+                )
+            except NotFoundError as exc:
+                raise CliError(f'{exc} of {uri} (see `mementograph stats`)', code=NOT_FOUND) from exc
+    data = {'store': uri, 'namespace': args.namespace, 'session_id': args.session, **asdict(report)}
+    data['skipped'] = list(report.skipped)
+    text = (
+        f'reindexed {report.blocks} blocks and {report.mementos} mementos of {report.sessions} '
+        f'session{"s" * (report.sessions != 1)} in {uri} '
+        f'(namespace {args.namespace!r}) in {report.seconds:.1f} s: {report.mentions} MENTIONS edges, '
+        f'entities {report.entities_before} -> {report.entities_after}'
+    )
+    if report.skipped:
+        text += f'\n{len(report.skipped)} blocks fail their sha256 and kept their edges: ' + ', '.join(report.skipped)
+    emit(args, data, text)
+    return 0
+
+
+def register(commands: argparse._SubParsersAction[argparse.ArgumentParser]) -> None:
+    """Add `reindex`."""
+    parser = commands.add_parser(
+        'reindex',
+        help='find the entities of archived blocks and mementos again with the current extractor (after an '
+        'upgrade, or to use the LLM extractor)',
+        description='Extract the entities of archived blocks and mementos again and replace their MENTIONS edges, '
+        'a batch of blocks per transaction (run again to finish an interrupted run). Blocks, mementos, pages and '
+        f'the session log are not changed. The extractor is the deterministic one, or the LLM one that '
+        f'${ENTITY_MODEL_ENV} names.',
+    )
+    add_store_options(parser)
+    parser.add_argument('--session', help='only this session (default: every session of the namespace)')
+    parser.set_defaults(func=_reindex)
