@@ -2,15 +2,19 @@
 
 from __future__ import annotations
 
+import sqlite3
 from collections.abc import Iterator
 from pathlib import Path
 
 import pytest
+from hypothesis import given, settings
+from hypothesis import strategies as st
 from pydantic_ai.messages import ModelRequest, UserPromptPart
 
 from mementograph.knowledge_graph import BlockRecord, Eviction
 from mementograph.knowledge_graph.recall import _values
 from mementograph.knowledge_graph.store import GraphStore, open_store
+from mementograph.knowledge_graph.store._base import search_words
 from tests.conftest import open_neo4j
 
 
@@ -110,3 +114,18 @@ def test_small_stores_search_every_word(tmp_path: Path, monkeypatch: pytest.Monk
         assert hits[0].id == ids[4] and {hit.id for hit in hits} == set(ids)
     finally:
         store.close()
+
+
+@settings(max_examples=200, deadline=None)
+@given(text=st.text(st.characters(max_codepoint=0x24F), max_size=60))
+def test_neo4j_indexes_the_words_fts5_reads(text: str) -> None:
+    """`search_words` (what Neo4j's full-text index is given) splits a text into the tokens SQLite's `unicode61`
+    tokenizer makes of it, so the two backends' searches match the same words. Checked on Latin text: SQLite's
+    tables are of Unicode 6.1, where a later letter or symbol is an unassigned code point, which it reads as a
+    letter; and combining marks it folds into their letters (`remove_diacritics`), where Lucene keeps them."""
+    conn = sqlite3.connect(':memory:')
+    conn.execute("CREATE VIRTUAL TABLE t USING fts5(x, tokenize = 'unicode61 remove_diacritics 0')")
+    conn.execute("CREATE VIRTUAL TABLE v USING fts5vocab(t, 'instance')")
+    conn.execute('INSERT INTO t (x) VALUES (?)', (text,))
+    fts5 = [row[0] for row in conn.execute('SELECT term FROM v ORDER BY offset')]
+    assert search_words(text).casefold().split() == [term.casefold() for term in fts5]  # case: each folds its own way

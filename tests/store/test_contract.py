@@ -416,6 +416,20 @@ def test_replaced_mentions_take_the_old_ones_place_with_counts_kept(backend: Bac
     assert edges(block_b.id) == [('concept:zinnia', 2), ('concept:xylo', 1)]
 
 
+def test_full_text_splits_names_where_both_backends_do(backend: Backend) -> None:
+    """A dotted or snake_case name is found by its parts and whole on every backend (Lucene's own analyzer kept
+    `sql.DeleteQuery` and `apply_discount` whole, so Neo4j missed what SQLite found)."""
+    store, ns = backend.store, backend.namespace
+    eviction, _, memento = make_eviction(
+        session_history(1, prefix='code'), session_id='s', namespace=ns,
+        memento_text='query = sql.DeleteQuery(model); total = apply_discount(cart) in shop/models.py',
+    )  # fmt: skip
+    store.write_eviction(eviction)
+    for query in ('DeleteQuery', 'sql.DeleteQuery', 'discount', 'apply_discount', 'models', 'shop/models.py'):
+        assert [hit.id for hit in store.search_text(query, namespace=ns, k=5)] == [memento.id], query
+    assert store.search_text('_ . /', namespace=ns) == []
+
+
 def test_delete_session_removes_only_that_session(backend: Backend) -> None:
     store, ns = backend.store, backend.namespace
     ev_a, block_a, _ = make_eviction(session_history(1), session_id='a', namespace=ns)

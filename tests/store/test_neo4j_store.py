@@ -139,7 +139,45 @@ def test_full_text_index_is_eventually_consistent_and_holds_the_scope(store: Neo
     ).records
     assert len(records) == 1
     assert records[0]['options']['indexConfig']['fulltext.eventually_consistent'] is True
-    assert records[0]['properties'] == ['text', 'namespace', 'session_id']
+    assert records[0]['properties'] == ['words', 'namespace', 'session_id']
+
+
+def test_schema_setup_gives_an_older_versions_records_their_words(
+    store: Neo4jStore, neo4j_server: dict[str, str], unique_namespace: str
+) -> None:
+    """A store written by a version whose full-text index read `text` as Lucene splits it: setup gives its blocks
+    and mementos their `words` before the index over them replaces the old one, so `DeleteQuery` finds
+    `sql.DeleteQuery(model)` written back then."""
+    ns = unique_namespace
+    eviction, block, memento = make_eviction(
+        session_history(1), session_id='s', namespace=ns, memento_text='calls sql.DeleteQuery(model) on delete'
+    )
+    store.write_eviction(eviction)
+    driver = store._driver  # plays the older version's schema and records
+    driver.execute_query('MATCH (n:EvictedBlock|Memento {namespace: $ns}) REMOVE n.words', ns=ns)
+    driver.execute_query(f'DROP INDEX {FULLTEXT_INDEX}')
+    driver.execute_query(
+        f'CREATE FULLTEXT INDEX {FULLTEXT_INDEX} FOR (n:Memento|EvictedBlock) ON EACH [n.text, n.namespace, '
+        'n.session_id] OPTIONS {indexConfig: {`fulltext.eventually_consistent`: true}}'
+    )
+    driver.execute_query('CALL db.awaitIndexes(300)')
+    assert store.search_text('DeleteQuery', namespace=ns) == []
+
+    upgraded = open_neo4j(neo4j_server)  # opening runs schema setup
+    try:
+        assert [hit.id for hit in upgraded.search_text('DeleteQuery', namespace=ns)] == [memento.id]
+        missing = upgraded.query(
+            'MATCH (n:EvictedBlock|Memento {namespace: $namespace}) WHERE n.words IS NULL RETURN count(n) AS n',
+            namespace=ns,
+        )
+        assert missing == [{'n': 0}]
+        assert upgraded.recover_block(block.id, namespace=ns).record.sha256 == block.sha256
+    finally:
+        upgraded.close()
+    properties = driver.execute_query(
+        'SHOW INDEXES YIELD name, properties WHERE name = $name RETURN properties', name=FULLTEXT_INDEX
+    ).records[0]['properties']
+    assert properties == ['words', 'namespace', 'session_id']
 
 
 def test_delete_session_keeps_shared_entities(store: Neo4jStore, unique_namespace: str) -> None:

@@ -50,6 +50,7 @@ from ._base import (
     log_conflict,
     missing_sources,
     now_iso,
+    search_words,
 )
 from ._cypher import (
     DEFAULT_QUERY_LIMIT,
@@ -108,7 +109,7 @@ _SCHEMA: Final = (
     ('mementograph_entity_namespace', 'CREATE INDEX mementograph_entity_namespace IF NOT EXISTS FOR (n:Entity) ON (n.namespace)'),
     ('mementograph_session_namespace', 'CREATE INDEX mementograph_session_namespace IF NOT EXISTS FOR (n:Session) ON (n.namespace)'),
     (FULLTEXT_INDEX, f'CREATE FULLTEXT INDEX {FULLTEXT_INDEX} IF NOT EXISTS FOR (n:Memento|EvictedBlock) '
-                     'ON EACH [n.text, n.namespace, n.session_id] OPTIONS {indexConfig: {`fulltext.eventually_consistent`: true}}'),
+                     'ON EACH [n.words, n.namespace, n.session_id] OPTIONS {indexConfig: {`fulltext.eventually_consistent`: true}}'),
 )  # fmt: skip
 _OBSOLETE_INDEXES: Final = (
     'mementograph_block_session', 'mementograph_memento_session', 'mementograph_page_session',
@@ -146,10 +147,12 @@ def _is_memento_id(item_id: str) -> bool:
     return item_id.startswith('mem_')
 
 
-_FULLTEXT_PROPERTIES: Final = ['text', 'namespace', 'session_id']
-"""What the full-text index covers: the text, and the namespace and session, so that a search filters its scope
-inside Lucene (one index serves every namespace of the server: filtering the top hits afterwards read other
-namespaces' or sessions' matches)."""
+_FULLTEXT_PROPERTIES: Final = ['words', 'namespace', 'session_id']
+"""What the full-text index covers: the text's words (`search_words`: split where SQLite's FTS5 splits them), and
+the namespace and session, so that a search filters its scope inside Lucene (one index serves every namespace of
+the server: filtering the top hits afterwards read other namespaces' or sessions' matches)."""
+_BACKFILL_BATCH: Final = 500
+"""Nodes per transaction when schema setup gives the records of an older version their `words`."""
 
 
 def _lucene_phrase(text: str) -> str:
@@ -766,7 +769,8 @@ class Neo4jStore:
         """Create the constraints, range indexes and full-text index that are missing, and wait until online.
 
         A full-text index left by an earlier version is rebuilt: one with synchronous updates (updating it inside
-        every commit cost ~8 ms an eviction, most of a small eviction's time), or one without the namespace.
+        every commit cost ~8 ms an eviction, most of a small eviction's time), one without the namespace, or one
+        over the text as written (blocks and mementos of that version get their `words` first, in batches).
         Idempotent and safe to race: another process creating the same schema at the same time is not an error.
         """
         try:
@@ -777,6 +781,8 @@ class Neo4jStore:
                 }
                 existing = {record['name'] for record in session.run('SHOW CONSTRAINTS YIELD name')} | indexes.keys()
                 stale = FULLTEXT_INDEX in indexes and not _fulltext_is_current(*indexes[FULLTEXT_INDEX])
+                if stale:  # the old index serves searches until the records it is replaced for are ready
+                    _backfill_words(session)
                 missing = [f'DROP INDEX {FULLTEXT_INDEX} IF EXISTS'] if stale else []
                 missing += [
                     statement
@@ -1258,7 +1264,9 @@ class Neo4jStore:
         terms = list(dict.fromkeys(fts_terms(query)))
         if not terms or k <= 0:
             return []
-        phrases = [f'text:{_lucene_phrase(term)}' for term in terms]
+        phrases = [f'words:{_lucene_phrase(words)}' for words in dict.fromkeys(map(search_words, terms)) if words]
+        if not phrases:
+            return []
         returns = (
             'RETURN node.id AS id, CASE WHEN node:Memento THEN node.summarizes ELSE [node.id] END AS block_ids, '
             'node.namespace AS namespace, node.session_id AS session_id, score'
@@ -1657,6 +1665,7 @@ def _block_row(block: BlockRecord) -> dict[str, Any]:
         'sha256': block.sha256,
         'messages_json': block.messages_json,
         'text': block.text,
+        'words': search_words(block.text),
         'started_at': block.started_at,
     }
     return {'id': block.id, 'props': {key: value for key, value in props.items() if value is not None}}
@@ -1668,6 +1677,7 @@ def _memento_row(memento: MementoRecord) -> dict[str, Any]:
         'session_id': memento.session_id,
         'namespace': memento.namespace,
         'text': memento.text,
+        'words': search_words(memento.text),
         'tokens': memento.tokens,
         'summarizes': list(memento.summarizes),
         'score': memento.score,
@@ -1784,6 +1794,30 @@ def _page_rows(pages: Sequence[PageRecord]) -> list[dict[str, Any]]:
         }
         for page in pages
     ]
+
+
+def _backfill_words(session: neo4j.Session) -> None:
+    """Give every block and memento without `words` (written by a version that indexed `text`) its `words`, in
+    batches along the id index: idempotent, so an interrupted setup is finished by the next one."""
+    for label in ('EvictedBlock', 'Memento'):
+        after = ''
+        while True:
+            rows = session.run(
+                _q(
+                    f'MATCH (n:{label}) USING INDEX n:{label}(id) WHERE n.id > $after '
+                    'RETURN n.id AS id, n.text AS text, n.words IS NULL AS missing ORDER BY n.id LIMIT $batch'
+                ),
+                after=after,
+                batch=_BACKFILL_BATCH,
+            ).data()
+            missing = [{'id': row['id'], 'words': search_words(row['text'] or '')} for row in rows if row['missing']]
+            if missing:
+                session.run(
+                    _q(f'UNWIND $rows AS row MATCH (n:{label} {{id: row.id}}) SET n.words = row.words'), rows=missing
+                ).consume()
+            if len(rows) < _BACKFILL_BATCH:
+                break
+            after = rows[-1]['id']
 
 
 def _delete_session(tx: ManagedTransaction, namespace: str, session_id: str) -> int:
