@@ -6,6 +6,7 @@ it answers exactly what Neo4j answers; where it cannot, it says the query needs 
 
 from __future__ import annotations
 
+from collections.abc import Callable
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
@@ -218,6 +219,28 @@ def test_aggregates_see_every_match_on_both_backends(backend: Backend, known: Kn
     ]
     nothing = 'MATCH (m:Memento {namespace: $namespace, level: 99}) RETURN count(m), max(m.score)'
     assert store.query(nothing, namespace=ns) == [{'count(m)': 0, 'max(m.score)': None}]
+
+
+def test_string_operators_answer_alike_on_both_backends(backend: Backend, known: Known) -> None:
+    """`STARTS WITH` and `ENDS WITH` are string operators, not the `WITH` clause the embedded store refuses (it
+    refused them, though its message lists them as supported)."""
+    store, ns = backend.store, backend.namespace
+
+    def ids(where: str) -> list[str]:
+        cypher = f'MATCH (m:Memento {{namespace: $namespace}}) WHERE {where} RETURN m.id AS id ORDER BY id'
+        return [row['id'] for row in store.query(cypher, namespace=ns, params={'p': 'app'})]
+
+    def wanted(test: Callable[[str], bool]) -> list[str]:
+        return sorted(m.id for m in known.mementos.values() if test(m.text))
+
+    assert ids("m.text STARTS WITH 'KeyError'") == wanted(lambda text: text.startswith('KeyError')) != []
+    assert ids('m.text STARTS WITH $p') == wanted(lambda text: text.startswith('app')) != []
+    assert ids("m.text ENDS WITH 'src/app.py'") == wanted(lambda text: text.endswith('src/app.py')) != []
+    assert (
+        ids("NOT m.text ENDS WITH 'app.py' AND m.text STARTS WITH 'p'")
+        == wanted(lambda text: not text.endswith('app.py') and text.startswith('p'))
+        != []
+    )
 
 
 def test_ordering_matches_that_share_no_variable_needs_neo4j(backend: Backend, known: Known) -> None:

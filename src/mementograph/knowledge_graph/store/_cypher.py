@@ -1318,6 +1318,8 @@ def _translate_token(source: str, tokens: Sequence[Token], index: int, params: M
     keyword = _keyword(tokens, index)
     if keyword is None or (index > 0 and tokens[index - 1].text == '.'):
         return None
+    if keyword == 'WITH' and index > 0 and _keyword(tokens, index - 1) in ('STARTS', 'ENDS'):
+        return None  # the string operator, not the clause
     if keyword in _NEEDS_NEO4J and not (keyword in _AGGREGATES and following == '('):
         raise _unsupported(source, token, keyword)
     if following == '(' and keyword in _AGGREGATES:
