@@ -50,6 +50,8 @@ def known(store: SqliteStore, unique_namespace: str) -> Known:
         ('MATCH (m:Memento) RETURN m.id LIMIT', r'cannot run this query \(at its end: '),  # no "line -1"
         ('MATCH (m:Memento) RETURN COUNT { (m)-->() } AS n', 'COUNT'),
         ('MATCH (b:EvictedBlock) RETURN DISTINCT b.kind AS kind', 'DISTINCT with AS'),
+        ('MATCH (:Memento) RETURN count(*)', r'count\(\*\) without a node variable'),
+        ('MATCH (m:Memento) RETURN count(*), count(m)', r'count\(\*\) without a node variable it does not also count'),
     ],
 )
 def test_queries_outside_the_subset_say_they_need_neo4j(

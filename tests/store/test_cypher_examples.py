@@ -243,6 +243,29 @@ def test_string_operators_answer_alike_on_both_backends(backend: Backend, known:
     )
 
 
+def test_count_star_answers_alike_on_both_backends(backend: Backend, known: Known) -> None:
+    """`count(*)`, which grand-cypher cannot parse, counts a node variable of the query on the embedded store."""
+    store, ns = backend.store, backend.namespace
+    blocks = len(known.blocks)
+    assert store.query('MATCH (b:EvictedBlock {namespace: $namespace}) RETURN count(*)', namespace=ns) == [
+        {'count(*)': blocks}
+    ]
+    by_kind = store.query(
+        'MATCH (b:EvictedBlock {namespace: $namespace}) RETURN b.kind AS kind, count(*) AS n ORDER BY kind',
+        namespace=ns,
+    )
+    assert by_kind == [
+        {'kind': kind, 'n': sum(1 for b in known.blocks.values() if b.kind == kind)}
+        for kind in sorted({b.kind for b in known.blocks.values()})
+    ]
+    assert len(by_kind) == 2  # blocks and parts
+    pairs = 'MATCH (b:EvictedBlock {namespace: $namespace})-[:MENTIONS]->(e:Entity) RETURN count(*) AS n, count(b) AS m'
+    [row] = store.query(pairs, namespace=ns)
+    assert row['n'] == row['m'] > 0
+    none = 'MATCH (m:Memento {namespace: $namespace, level: 99}) RETURN count(*) AS n'
+    assert store.query(none, namespace=ns) == [{'n': 0}]
+
+
 def test_ordering_matches_that_share_no_variable_needs_neo4j(backend: Backend, known: Known) -> None:
     cypher = (
         'MATCH (m:Memento {namespace: $namespace}) MATCH (b:EvictedBlock {namespace: $namespace}) '

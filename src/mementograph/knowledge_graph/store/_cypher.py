@@ -1368,14 +1368,48 @@ def _relabelled(source: str, tokens: Sequence[Token]) -> dict[int, str]:
     return replacements
 
 
-def _translate(source: str, tokens: Sequence[Token], params: Mapping[str, Any]) -> str:
+def _counted_rows(source: str, tokens: Sequence[Token]) -> dict[int, str]:
+    """Replacements that make `count(*)` (which grand-cypher cannot parse) `count(v)` of a node variable of the
+    query: every variable is bound in every row (no OPTIONAL MATCH here), so both count the rows. Not one the query
+    counts itself: grand-cypher would return the two as one column."""
+    stars = [
+        index + 2
+        for index in range(len(tokens) - 3)
+        if _keyword(tokens, index) == 'COUNT' and [t.text for t in tokens[index + 1 : index + 4]] == ['(', '*', ')']
+    ]
+    if not stars:
+        return {}
+    first_match = next((index for index in range(len(tokens)) if _keyword(tokens, index) == 'MATCH'), len(tokens))
+    nodes = [
+        token.text
+        for index, token in enumerate(tokens)
+        if index > first_match and token.kind == 'word' and tokens[index - 1].text == '('
+        and _keyword(tokens, index - 2) not in _AGGREGATES | _SUPPORTED_FUNCTIONS
+    ]  # fmt: skip
+    counted = {
+        tokens[index + 2].text
+        for index in range(len(tokens) - 3)
+        if _keyword(tokens, index) in _AGGREGATES and tokens[index + 1].text == '(' and tokens[index + 3].text == ')'
+    }
+    variable = next((name for name in nodes if name not in counted), None)
+    if variable is None:
+        raise _unsupported(
+            source, tokens[stars[0]], 'count(*) without a node variable it does not also count (name one: (m:Memento))'
+        )
+    return dict.fromkeys(stars, variable)
+
+
+def _translate(
+    source: str, tokens: Sequence[Token], params: Mapping[str, Any], counted: Mapping[int, str] | None = None
+) -> str:
     """Rewrite a checked query for grand-cypher: parameters become safely quoted literals, single-quoted strings
     double-quoted, aggregate names upper-cased, comments dropped, a variable reused in a later `MATCH` given its
-    label (`_relabelled`). Everything else stays byte for byte (grand-cypher needs `-[` and `]-` unsplit)."""
+    label (`_relabelled`), `count(*)` counting the variable `counted` gives (`_counted_rows`). Everything else
+    stays byte for byte (grand-cypher needs `-[` and `]-` unsplit)."""
     pieces: list[str] = []
     cursor = 0
     distinct: Token | None = None
-    relabelled = _relabelled(source, tokens)
+    relabelled = _relabelled(source, tokens) | dict(counted or {})
     for index, token in enumerate(tokens):
         keyword = _keyword(tokens, index)
         if keyword == 'DISTINCT':
@@ -1464,7 +1498,8 @@ def run_embedded(
     window = slice(None)
     if whole:
         tokens, window = _rows_window(tokens, params)
-    translated = _translate(source, tokens, params)
+    counted = _counted_rows(source, tokens)
+    translated = _translate(source, tokens, params, counted)
 
     def work() -> list[dict[str, Any]]:
         engine = GrandCypher(graph, limit=None if whole else limit + 1)
@@ -1486,7 +1521,7 @@ def run_embedded(
     except (LarkError, Exception) as exc:  # grand-cypher's own failures: say so, never a half-answer
         raise UnsupportedQueryError(f'the embedded store failed on this query ({exc!r}); {EMBEDDED_SUBSET}') from exc
     items = _return_items(source, tokens)
-    rows = _source_names(rows, items) or _empty_aggregation(items)
+    rows = _source_names(rows, items, next(iter(counted.values()), None)) or _empty_aggregation(items)
     rows = rows[window]
     if len(rows) > limit:
         raise QueryError(row_limit_message(limit))
@@ -1556,11 +1591,14 @@ def _return_items(source: str, tokens: Sequence[Token]) -> list[tuple[str, str |
 
 
 def _source_names(
-    rows: list[dict[str, Any]], items: Sequence[tuple[str, str | None, str | None]]
+    rows: list[dict[str, Any]], items: Sequence[tuple[str, str | None, str | None]], counted: str | None = None
 ) -> list[dict[str, Any]]:
-    """Columns named as the query wrote them: grand-cypher names an unaliased aggregate as translated (`COUNT(b)`),
-    Neo4j as written (`count(b)`)."""
+    """Columns named as the query wrote them: grand-cypher names an unaliased aggregate as translated (`COUNT(b)`,
+    and `count(*)` after the variable `counted` it counts), Neo4j as written (`count(b)`, `count(*)`)."""
     written = {text.upper(): text for text, alias, aggregate in items if alias is None and aggregate is not None}
+    for key in list(written):
+        if counted is not None and re.fullmatch(r'COUNT\s*\(\s*\*\s*\)', key):
+            written[f'COUNT({counted.upper()})'] = written.pop(key)
     if not rows or not written:
         return rows
     return [{written.get(key.upper(), key): value for key, value in row.items()} for row in rows]
