@@ -8,7 +8,7 @@ import pytest
 
 from mementograph._tokens import TokenCounter
 from mementograph.eval import IngestedDialogue
-from mementograph.knowledge_graph import DEFAULT_NAMESPACE, Eviction, Mention, page_id_for
+from mementograph.knowledge_graph import DEFAULT_NAMESPACE, BlockRecord, EntityRecord, Eviction, Mention, page_id_for
 from mementograph.knowledge_graph.recall import (
     AmbiguousPageError,
     PagePolicy,
@@ -18,6 +18,7 @@ from mementograph.knowledge_graph.recall import (
     retrieve_page,
 )
 from mementograph.knowledge_graph.store import GraphStore, open_store
+from tests.builders import session_history
 
 POLICY = PagePolicy(blocks_per_page=2, group_size=2, meta_after=3, topics=3)
 
@@ -130,3 +131,22 @@ def test_a_page_number_several_sessions_hold_needs_a_session_or_the_page_id(inge
 def test_ingest_writes_pages_with_the_default_policy(ingested: IngestedDialogue) -> None:
     pages = [page for eviction in ingested.evictions for page in eviction.pages]
     assert pages and all(page.session_id == 'conv-1' for page in pages)
+
+
+def test_a_pages_topics_leave_out_the_words_of_code_itself() -> None:
+    """`None`, `self`, `False` or a one-letter name turn up in most pages of a coding session (a page once read
+    `topics: r, False, Checking, ...`); what the page is about comes first."""
+    store = open_store('memory://')
+    policy = PagePolicy(blocks_per_page=2, topics=3)
+    blocks = [
+        BlockRecord.from_messages(session_history(1, prefix=f'b{i}'), session_id='s', seq=i, tokens=9) for i in range(2)
+    ]
+
+    def entity(kind: str, name: str) -> EntityRecord:
+        return EntityRecord(key=f'{kind}:{name.lower()}', name=name, kind=kind)
+
+    noise = [entity('name', 'None'), entity('sym', 'self'), entity('name', 'False'), entity('file', 'r')]
+    topical = [entity('file', 'django/db/models/deletion.py'), entity('sym', 'Collector'), entity('err', 'TypeError')]
+    mentions = [Mention(b.id, e, 40) for b in blocks for e in noise] + [Mention(blocks[0].id, e, 2) for e in topical]
+    [page] = pages_for_eviction(store, session_id='s', blocks=blocks, mementos=(), mentions=mentions, policy=policy)
+    assert set(page.topics) == {'django/db/models/deletion.py', 'Collector', 'TypeError'}

@@ -19,6 +19,7 @@ from __future__ import annotations
 import re
 from collections import Counter
 from collections.abc import Mapping, Sequence
+from collections.abc import Set as AbstractSet
 from dataclasses import dataclass
 from typing import Final
 
@@ -75,9 +76,23 @@ def _summary(mementos: Sequence[MementoRecord], limit: int) -> str:
     return text
 
 
-def _topics(per_block: Sequence[Sequence[tuple[str, str, int]]], count: int) -> tuple[str, ...]:
+_LITERALS: Final = frozenset(
+    {'none', 'null', 'nil', 'true', 'false', 'undefined', 'nan', 'self', 'cls', 'this', 'class', 'def', 'return'}
+)
+"""Words of code (literals, keywords, receivers) that turn up in nearly every page of a coding session."""
+
+
+def _topical(name: str) -> bool:
+    """Whether an entity can name what a page is about: not a single character, not a word of code itself."""
+    return len(name) > 1 and name.lower() not in _LITERALS
+
+
+def _topics(
+    per_block: Sequence[Sequence[tuple[str, str, int]]], count: int, earlier: AbstractSet[str] = frozenset()
+) -> tuple[str, ...]:
     """Top entities of a page: named things before plain concepts, frequent before rare; an entity every block of a
-    page of three or more mentions (a speaker, the repository) says nothing about this page and is demoted."""
+    page of three or more mentions (a speaker, the repository), or a topic of an earlier page of the session (lower
+    case in `earlier`), tells this page from the others less well and is demoted."""
     totals: Counter[str] = Counter()
     spread: Counter[str] = Counter()
     names: dict[str, str] = {}
@@ -95,9 +110,11 @@ def _topics(per_block: Sequence[Sequence[tuple[str, str, int]]], count: int) -> 
         value = totals[key] * (2.0 if key.partition(':')[0] in _NAMED else 1.0)
         if blocks >= 3 and spread[key] == blocks:
             value *= 0.25
+        if names[key].lower() in earlier:
+            value *= 0.25
         return value
 
-    ranked = sorted(totals, key=lambda key: (-weight(key), key))
+    ranked = sorted((key for key in totals if _topical(names[key])), key=lambda key: (-weight(key), key))
     chosen: list[str] = []
     for key in ranked:
         name = names[key]
@@ -180,6 +197,7 @@ def pages_for_eviction(
                     namespace,
                     session_id,
                     policy,
+                    {topic.lower() for page in [*pages, *out] for topic in page.topics},
                 )
             )
             number += 1
@@ -223,6 +241,7 @@ def _close(
     namespace: str,
     session_id: str,
     policy: PagePolicy,
+    earlier_topics: set[str],
 ) -> PageRecord:
     mementos: list[MementoRecord] = []
     per_block: list[list[tuple[str, str, int]]] = []
@@ -242,7 +261,7 @@ def _close(
         first_turn=first_turn,
         last_turn=last_turn,
         summary=_summary(mementos, policy.summary_chars),
-        topics=_topics(per_block, policy.topics),
+        topics=_topics(per_block, policy.topics, earlier_topics),
         block_ids=tuple(members),
     )
 
