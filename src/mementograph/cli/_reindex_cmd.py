@@ -13,8 +13,6 @@ from ._progress import progress_bar, wants_progress
 
 __all__ = ('register',)
 
-NOT_FOUND = 3
-
 
 def _reindex(args: argparse.Namespace) -> int:
     extractor = default_mention_extractor()
@@ -29,7 +27,7 @@ def _reindex(args: argparse.Namespace) -> int:
                     )
                 )
             except NotFoundError as exc:
-                raise CliError(f'{exc} of {uri} (see `mementograph stats`)', code=NOT_FOUND) from exc
+                raise CliError(f'{exc} of {uri} (see `mementograph stats`)', code=3) from exc
     data = {'store': uri, 'namespace': args.namespace, 'session_id': args.session, **asdict(report)}
     data['skipped'] = list(report.skipped)
     text = (

@@ -241,7 +241,7 @@ def _close(
     namespace: str,
     session_id: str,
     policy: PagePolicy,
-    earlier_topics: set[str],
+    earlier_topics: AbstractSet[str],
 ) -> PageRecord:
     mementos: list[MementoRecord] = []
     per_block: list[list[tuple[str, str, int]]] = []
