@@ -6,40 +6,11 @@ block stays recoverable byte for byte from a knowledge graph (embedded SQLite by
 
 from __future__ import annotations
 
-import importlib
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING
+
+from ._lazy import LazyExports
 
 __version__ = '0.1.0'
-
-# Public names load lazily: importing a submodule (e.g. the store) never pays for pydantic-ai agents.
-_EXPORTS: dict[str, str] = {
-    'create_agent': '.agent',
-    'MementoCompaction': '.capabilities',
-    'MementoEvictedEvent': '.capabilities',
-    'MementoRecoveredEvent': '.capabilities',
-    'MementoSkippedEvent': '.capabilities',
-    'MementoWarning': '.capabilities',
-    'redact_secrets': '._redact',
-    'DEFAULT_ENCODING': '._tokens',
-    'TokenCounter': '._tokens',
-    'TokenizerUnavailableError': '._tokens',
-    'DEFAULT_NAMESPACE': '.knowledge_graph',
-    'BlockRecord': '.knowledge_graph',
-    'Eviction': '.knowledge_graph',
-    'MementoRecord': '.knowledge_graph',
-    'SessionEvent': '.knowledge_graph',
-    'BlockIntegrityError': '.knowledge_graph.store',
-    'BlockNotFoundError': '.knowledge_graph.store',
-    'GraphStore': '.knowledge_graph.store',
-    'RecoveredBlock': '.knowledge_graph.store',
-    'StoreError': '.knowledge_graph.store',
-    'StoreTimeoutError': '.knowledge_graph.store',
-    'StoreUnavailableError': '.knowledge_graph.store',
-    'UnknownStoreSchemeError': '.knowledge_graph.store',
-    'open_store': '.knowledge_graph.store',
-    'VerifyReport': '.knowledge_graph.store',
-    'verify_store': '.knowledge_graph.store',
-}
 
 if TYPE_CHECKING:
     from ._redact import redact_secrets
@@ -98,10 +69,34 @@ __all__ = (
 )
 
 
-def __getattr__(name: str) -> Any:
-    module = _EXPORTS.get(name)
-    if module is None:
-        raise AttributeError(f'module {__name__!r} has no attribute {name!r}')
-    value = getattr(importlib.import_module(module, __name__), name)
-    globals()[name] = value
-    return value
+# Public names load lazily: importing a submodule (e.g. the store) never pays for pydantic-ai agents.
+__getattr__ = LazyExports(
+    __name__,
+    globals(),
+    {
+        '.agent': ('create_agent',),
+        '.capabilities': (
+            'MementoCompaction',
+            'MementoEvictedEvent',
+            'MementoRecoveredEvent',
+            'MementoSkippedEvent',
+            'MementoWarning',
+        ),
+        '._redact': ('redact_secrets',),
+        '._tokens': ('DEFAULT_ENCODING', 'TokenCounter', 'TokenizerUnavailableError'),
+        '.knowledge_graph': ('DEFAULT_NAMESPACE', 'BlockRecord', 'Eviction', 'MementoRecord', 'SessionEvent'),
+        '.knowledge_graph.store': (
+            'BlockIntegrityError',
+            'BlockNotFoundError',
+            'GraphStore',
+            'RecoveredBlock',
+            'StoreError',
+            'StoreTimeoutError',
+            'StoreUnavailableError',
+            'UnknownStoreSchemeError',
+            'open_store',
+            'VerifyReport',
+            'verify_store',
+        ),
+    },
+)

@@ -6,11 +6,10 @@ import os
 from collections import OrderedDict
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
-from typing import Final
+from typing import TYPE_CHECKING, Final
 
-from pydantic_ai.messages import ModelMessage
-
-from ._messages import message_text
+if TYPE_CHECKING:
+    from pydantic_ai.messages import ModelMessage
 
 __all__ = ('DEFAULT_ENCODING', 'ESTIMATE', 'TokenCounter', 'TokenizerUnavailableError', 'encoding_for_model')
 
@@ -120,6 +119,8 @@ class TokenCounter:
         if hit is not None and hit[0] is message:
             self._cache.move_to_end(key)
             return hit[1]
+        from ._messages import message_text  # here, not at the top: counting text alone never loads pydantic-ai
+
         tokens = self.count_text(message_text(message)) + MESSAGE_OVERHEAD_TOKENS
         self._cache[key] = (message, tokens)
         if len(self._cache) > _CACHE_LIMIT:

@@ -5,11 +5,12 @@ from __future__ import annotations
 
 import json
 import subprocess
+import sys
 from pathlib import Path
 
 import pytest
 
-from mementograph.cli import main
+from mementograph.cli import _COMMANDS, build_parser, main
 from mementograph.knowledge_graph.store import open_store
 from tests.cli.conftest import MEMENTOGRAPH, DemoRun, fresh_home_env
 
@@ -136,3 +137,51 @@ def test_a_closed_pipe_ends_the_command_quietly(demo_run: DemoRun) -> None:
     assert process.wait(timeout=120) == 141
     assert process.stderr.read() == b''
     process.stderr.close()
+
+
+@pytest.mark.parametrize(
+    'argv',
+    [
+        ['stats'],
+        ['pages'],
+        ['recall', 'pkg/mod_3.py'],
+        ['query', 'MATCH (b:EvictedBlock {namespace: $namespace}) RETURN count(b) AS blocks'],
+        ['export', '--jsonl'],
+    ],
+    ids=lambda argv: argv[0],
+)
+def test_reading_commands_never_load_the_agent_framework(demo_run: DemoRun, argv: list[str]) -> None:
+    """pydantic-ai takes most of a second to import; a command that reads a store whose indexes are current (the
+    demo's last step was a recall) answers without it."""
+    program = (
+        'import sys\n'
+        'from mementograph.cli import main\n'
+        'code = main(sys.argv[1:])\n'
+        "print(sorted({name.split('.')[0] for name in sys.modules} & {'pydantic_ai', 'pydantic_ai_harness'}), "
+        'file=sys.stderr)\n'
+        'sys.exit(code)\n'
+    )
+    done = subprocess.run(
+        [sys.executable, '-c', program, *argv],
+        cwd=demo_run.cwd,
+        env=fresh_home_env(demo_run.home),
+        capture_output=True,
+        text=True,
+        timeout=120,
+    )
+    assert done.returncode == 0, done.stderr
+    assert done.stdout.strip()  # it answered
+    assert done.stderr.splitlines()[-1] == '[]'
+
+
+def test_each_command_parses_with_its_own_module_alone() -> None:
+    everything = build_parser()._subparsers
+    assert everything is not None
+    choices = everything._group_actions[0].choices
+    assert choices is not None
+    assert list(choices) == [name for _, names in _COMMANDS for name in names]
+    for _, names in _COMMANDS:
+        own = build_parser(names[0])._subparsers
+        assert own is not None and list(own._group_actions[0].choices or ()) == list(names)
+    unknown = build_parser('nosuch')._subparsers
+    assert unknown is not None and list(unknown._group_actions[0].choices or ()) == list(choices)

@@ -10,7 +10,7 @@ from pydantic_ai.messages import ModelMessage, ModelResponse, ToolCallPart
 
 from mementograph.knowledge_graph.memory import Fact, critical_facts, fact_present, fact_retention, render_block
 from mementograph.knowledge_graph.memory._facts import shell_lines
-from mementograph.knowledge_graph.memory._render import parse_regions
+from mementograph.knowledge_graph.memory._regions import parse_regions
 
 from ._build import bash, observation, say, user
 

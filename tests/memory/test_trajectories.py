@@ -16,7 +16,7 @@ from mementograph.knowledge_graph.memory import (
     render_block,
     segment_blocks,
 )
-from mementograph.knowledge_graph.memory._render import parse_regions
+from mementograph.knowledge_graph.memory._regions import parse_regions
 from tests.conftest import shared_data
 
 COUNTER = TokenCounter()

@@ -9,7 +9,6 @@ from typing import TYPE_CHECKING
 
 from .._tokens import TokenCounter
 from ..knowledge_graph import PageRecord
-from ..knowledge_graph.dense import DenseIndex
 from ..knowledge_graph.recall import (
     DENSE_METHODS,
     METHODS,
@@ -37,6 +36,8 @@ from ._progress import progress_bar, wants_progress
 
 if TYPE_CHECKING:
     from pydantic_ai.embeddings import EmbeddingModel
+
+    from ..knowledge_graph.dense import DenseIndex
 
 __all__ = ('register',)
 
@@ -81,6 +82,8 @@ def _synced_index(
     args: argparse.Namespace, store: GraphStore, model: EmbeddingModel, *, persist: bool
 ) -> tuple[DenseIndex, int]:
     """The scope's vectors: those stored read, the others embedded with a progress bar; and how many were made."""
+    from ..knowledge_graph.dense import DenseIndex  # pydantic-ai's embeddings: only when a model is given
+
     made = 0
     with progress_bar('embedding archived blocks', None, enabled=wants_progress(args.json)) as advance:
 

@@ -10,8 +10,6 @@ from dataclasses import asdict
 from pathlib import Path
 from typing import Any
 
-from .._messages import deserialize_messages
-from ..knowledge_graph.memory import render_block
 from ..knowledge_graph.store import GraphStore, RecoveredBlock, recover_chain
 from ._common import CliError, add_store_options, emit, store_from
 
@@ -59,6 +57,8 @@ def _block_data(recovered: RecoveredBlock) -> dict[str, Any]:
 
 
 def _block_text(recovered: RecoveredBlock) -> str:
+    from ..knowledge_graph.memory import render_block  # pydantic-ai: loaded by the commands that show messages
+
     record = recovered.record
     header = f'block {record.id}  session {record.session_id}  messages {record.first_message}-{record.last_message}'
     return header + f'  sha256 {record.sha256} (verified)\n\n' + render_block(recovered.messages)
@@ -157,6 +157,9 @@ def _export(args: argparse.Namespace) -> int:
 
 
 def _transcript(args: argparse.Namespace) -> int:
+    from .._messages import deserialize_messages
+    from ..knowledge_graph.memory import render_block
+
     with store_from(args) as store:
         events = store.read_events(args.session, namespace=args.namespace)
     if not events:

@@ -9,11 +9,10 @@ from __future__ import annotations
 import hashlib
 from collections.abc import Sequence
 from dataclasses import dataclass, field
-from typing import Final, Literal
+from typing import TYPE_CHECKING, Final, Literal
 
-from pydantic_ai.messages import ModelMessage
-
-from .._messages import messages_sha256, serialize_messages
+if TYPE_CHECKING:
+    from pydantic_ai.messages import ModelMessage
 
 __all__ = (
     'DEFAULT_NAMESPACE',
@@ -120,6 +119,8 @@ class BlockRecord:
         started_at: str | None = None,
     ) -> BlockRecord:
         """Serialize `messages` exactly and derive the block's id and hash."""
+        from .._messages import messages_sha256, serialize_messages  # pydantic-ai: not for a reader of the store
+
         if not messages:
             raise ValueError('a block holds at least one message')
         data = serialize_messages(messages)
@@ -228,6 +229,8 @@ class SessionEvent:
         cls, message: ModelMessage, *, session_id: str, index: int, namespace: str = DEFAULT_NAMESPACE
     ) -> SessionEvent:
         """The log entry of one message, serialized exactly."""
+        from .._messages import messages_sha256, serialize_messages
+
         data = serialize_messages([message])
         return cls(
             session_id=session_id,

@@ -4,17 +4,22 @@ these keys."""
 
 from __future__ import annotations
 
-from ._extract import (
-    DEFAULT_MAX_CONCEPTS,
-    ENTITY_KINDS,
-    ExtractedEntity,
-    extract_entities,
-    mentions_for,
-    merge_entities,
-)
-from ._llm import ENTITY_MODEL_ENV, LLMEntityExtractor, llm_extractor_from_env
-from ._normalize import KEY_CLASSES, STOPWORDS, aliases, entity_key, key_class, normalize_name, normalize_path, stem
-from ._reindex import MentionExtractor, ReindexReport, default_mention_extractor, reindex_entities
+from typing import TYPE_CHECKING
+
+from ..._lazy import LazyExports
+
+if TYPE_CHECKING:
+    from ._extract import (
+        DEFAULT_MAX_CONCEPTS,
+        ENTITY_KINDS,
+        ExtractedEntity,
+        extract_entities,
+        mentions_for,
+        merge_entities,
+    )
+    from ._llm import ENTITY_MODEL_ENV, LLMEntityExtractor, llm_extractor_from_env
+    from ._normalize import KEY_CLASSES, STOPWORDS, aliases, entity_key, key_class, normalize_name, normalize_path, stem
+    from ._reindex import MentionExtractor, ReindexReport, default_mention_extractor, reindex_entities
 
 __all__ = (
     'DEFAULT_MAX_CONCEPTS',
@@ -38,4 +43,31 @@ __all__ = (
     'normalize_path',
     'reindex_entities',
     'stem',
+)
+
+__getattr__ = LazyExports(
+    __name__,
+    globals(),
+    {
+        '._extract': (
+            'DEFAULT_MAX_CONCEPTS',
+            'ENTITY_KINDS',
+            'ExtractedEntity',
+            'extract_entities',
+            'mentions_for',
+            'merge_entities',
+        ),
+        '._llm': ('ENTITY_MODEL_ENV', 'LLMEntityExtractor', 'llm_extractor_from_env'),
+        '._normalize': (
+            'KEY_CLASSES',
+            'STOPWORDS',
+            'aliases',
+            'entity_key',
+            'key_class',
+            'normalize_name',
+            'normalize_path',
+            'stem',
+        ),
+        '._reindex': ('MentionExtractor', 'ReindexReport', 'default_mention_extractor', 'reindex_entities'),
+    },
 )

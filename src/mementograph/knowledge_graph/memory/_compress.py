@@ -30,11 +30,11 @@ from ._block import BlockInput, actions_for
 from ._dialogue import dialogue_memento, is_dialogue, model_view
 from ._facts import Fact, command_facts, critical_facts, fact_present, output_facts
 from ._outline import outline, written_outline
-from ._render import Action, Region, parse_regions
+from ._regions import SECTION_LABELS, Region, parse_regions
+from ._render import Action
 from ._usage import record_usage
 
 __all__ = (
-    'SECTION_LABELS',
     'CompressionError',
     'Compressor',
     'ExtractiveCompressor',
@@ -42,22 +42,6 @@ __all__ = (
     'MementoDraft',
     'render_draft',
 )
-
-SECTION_LABELS: Final = (
-    'RESULT',
-    'REQUEST',
-    'FORMULAS',
-    'VALUES',
-    'COMMANDS',
-    'FILES',
-    'SYMBOLS',
-    'URLS',
-    'ERRORS',
-    'TESTS',
-    'DECISIONS',
-    'OPEN',
-)
-"""The fixed vocabulary a compressor adds to a memento (the judge never counts these words as invented)."""
 
 _INLINE_SEPARATORS: Final = {'FORMULAS': '; ', 'VALUES': ', ', 'FILES': ', ', 'SYMBOLS': '; ', 'URLS': ', '}
 _MAX_RESULT_CHARS: Final = 200

@@ -79,7 +79,7 @@ from dataclasses import dataclass
 from typing import Final, Literal
 
 from ..._text import Blanks
-from ._render import Region, parse_regions
+from ._regions import Region, parse_regions
 
 __all__ = (
     'FACT_KINDS',

@@ -19,7 +19,7 @@ from dataclasses import dataclass
 from typing import Final
 
 from ..._text import cut_words
-from ._render import Region, parse_regions
+from ._regions import Region, parse_regions
 
 __all__ = (
     'MAX_DEFINITIONS',

@@ -15,7 +15,6 @@ from __future__ import annotations
 import re
 from collections.abc import Iterator, Sequence
 from dataclasses import dataclass, replace
-from typing import Final, Literal
 
 from pydantic_ai.messages import (
     BaseToolCallPart,
@@ -32,43 +31,23 @@ from pydantic_ai.messages import (
 
 from ..._messages import part_text, without_surrogates
 from ..._transcripts import split_bash_action
+from ._regions import OBSERVATION_PREFIX, parse_regions
 
 __all__ = (
     'Action',
-    'Region',
-    'RegionKind',
     'block_actions',
     'exit_code_of',
     'is_observation',
-    'parse_regions',
     'render_block',
     'shell_command',
     'text_actions',
 )
 
-RegionKind = Literal['prose', 'call', 'output']
-"""`prose`: what a person or the model wrote; `call`: a tool call (a command); `output`: what a tool returned."""
-
-OBSERVATION_PREFIX: Final = '<returncode>'
-
-_HEADER = re.compile(r'^\[(system|user|assistant|thinking|observation|other|(?:call|return|retry) [^\]\n]{1,80})\]$')
 _EXIT_TAG = re.compile(r'<returncode>\s*(-?\d+)\s*</returncode>')
 _EXIT_TEXT = re.compile(
     r'\b(?:exit(?:ed)?(?: with)?(?: code| status)|return(?:ed)? code|returncode|exit_code)\s*[:=]?\s*(-?\d+)\b',
     re.IGNORECASE,
 )
-
-
-@dataclass(frozen=True)
-class Region:
-    """One rendered part of a block: who said it and what."""
-
-    kind: RegionKind
-    """How facts are read from it (see `critical_facts`)."""
-    label: str
-    """The header without brackets, e.g. `assistant` or `call bash`."""
-    text: str
-    """The part's text, exactly as rendered."""
 
 
 @dataclass(frozen=True)
@@ -140,42 +119,6 @@ def render_block(messages: Sequence[ModelMessage]) -> str:
             if text.strip():
                 chunks.append(f'[{header}]\n{text}')
     return '\n'.join(chunks)
-
-
-def _region_kind(label: str) -> RegionKind:
-    if label.startswith('call '):
-        return 'call'
-    if label == 'observation' or label.startswith(('return ', 'retry ')):
-        return 'output'
-    return 'prose'
-
-
-def parse_regions(text: str) -> list[Region]:
-    """Split rendered text back into regions; text without headers is one region (prose, or output if it starts
-    with `<returncode>`)."""
-    regions: list[Region] = []
-    label: str | None = None
-    lines: list[str] = []
-
-    def close() -> None:
-        body = '\n'.join(lines)
-        if label is None:
-            if body.strip():
-                kind: RegionKind = 'output' if body.lstrip().startswith(OBSERVATION_PREFIX) else 'prose'
-                regions.append(Region(kind, '', body))
-        else:
-            regions.append(Region(_region_kind(label), label, body))
-
-    for line in text.split('\n'):
-        match = _HEADER.match(line)
-        if match:
-            close()
-            label = match.group(1)
-            lines = []
-        else:
-            lines.append(line)
-    close()
-    return regions
 
 
 def exit_code_of(output: str) -> int | None:

@@ -25,7 +25,6 @@ from typing import Final
 
 from ..._tokens import TokenCounter
 from .._schema import DEFAULT_NAMESPACE, BlockRecord, MementoRecord, Mention, PageRecord, page_id_for
-from ..memory import render_block
 from ..store import GraphStore, NotFoundError
 
 __all__ = (
@@ -380,6 +379,8 @@ def page_parts(
 ) -> list[str]:
     """A page's archived blocks, each read back hash-checked (`recover_block`) and rendered, grouped into parts of
     at most `max_tokens` (never fewer than 20); at least one part, empty when none of its blocks is left."""
+    from ..memory import render_block  # pydantic-ai, as the recovered messages themselves
+
     chunks: list[str] = []
     for block_id in record.block_ids:
         try:

@@ -32,15 +32,17 @@ from concurrent.futures import Future
 from dataclasses import dataclass, field
 from datetime import datetime
 from difflib import SequenceMatcher
-from typing import Final, Literal, Protocol
+from typing import TYPE_CHECKING, Final, Literal, Protocol
 
 from ..._daemon import DaemonExecutor
 from .._schema import DEFAULT_NAMESPACE, EntityRecord
-from ..dense import DenseRanker
 from ..entities import entity_key
 from ..store import GraphStore, TextHit
 from ._query import QueryKey, QueryPlan, TimeRange, parse_time, plan_query, time_range_in
 from ._values import BlockInfo, EntityLookup
+
+if TYPE_CHECKING:
+    from ..dense import DenseRanker
 
 __all__ = (
     'DENSE_METHODS',

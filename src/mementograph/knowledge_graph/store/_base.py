@@ -7,7 +7,6 @@ from collections.abc import Mapping, Sequence
 from dataclasses import replace
 from datetime import UTC, datetime
 
-from ..._messages import deserialize_messages, messages_sha256
 from .._schema import DEFAULT_NAMESPACE, BlockRecord, Mention, PageRecord, SessionEvent
 from ._errors import BlockIntegrityError, LogConflictError, NotFoundError, PageConflictError
 from ._protocol import GraphStore, RecoveredBlock
@@ -89,6 +88,8 @@ def check_page(page: PageRecord, held: Mapping[str, int]) -> None:
 
 def check_block(record: BlockRecord) -> RecoveredBlock:
     """Verify a block's bytes against its sha256 and decode them; never returns data that fails the check."""
+    from ..._messages import deserialize_messages, messages_sha256  # pydantic-ai loads when a block is decoded
+
     actual = messages_sha256(record.messages_json)
     if actual != record.sha256:
         raise BlockIntegrityError(

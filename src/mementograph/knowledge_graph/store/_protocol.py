@@ -4,9 +4,7 @@ from __future__ import annotations
 
 from collections.abc import Collection, Mapping, Sequence
 from dataclasses import dataclass
-from typing import Any, Protocol, runtime_checkable
-
-from pydantic_ai.messages import ModelMessage
+from typing import TYPE_CHECKING, Any, Protocol, runtime_checkable
 
 from .._schema import (
     DEFAULT_NAMESPACE,
@@ -21,6 +19,9 @@ from .._schema import (
     SessionRecord,
     StoreStats,
 )
+
+if TYPE_CHECKING:
+    from pydantic_ai.messages import ModelMessage
 
 __all__ = ('BlockLink', 'GraphLinks', 'GraphStore', 'MementoLink', 'PageLink', 'RecoveredBlock', 'TextHit')
 

@@ -20,7 +20,6 @@ from functools import lru_cache
 from pathlib import Path
 from typing import TYPE_CHECKING, Any, Final
 
-from ..._messages import deserialize_messages, message_text
 from .._schema import (
     DEFAULT_NAMESPACE,
     BlockKind,
@@ -1462,6 +1461,8 @@ class SqliteStore:
         so a concurrent compaction failed; in batches with a pause between them the longest wait was 1.4 s, for a
         catch-up ~25% slower (each batch is a new FTS5 segment to merge, plus the pauses).
         """
+        from ..._messages import deserialize_messages, message_text  # pydantic-ai: only when blocks are pending
+
         with self._write() as conn:
             marks = dict(conn.execute("SELECT key, value FROM meta WHERE key LIKE 'fts_%'").fetchall())
             mementos = conn.execute(

@@ -14,7 +14,6 @@ from collections.abc import Iterable, Sequence
 from dataclasses import dataclass
 from typing import Final
 
-from ..._messages import deserialize_messages, messages_sha256
 from .._schema import DEFAULT_NAMESPACE, BlockRecord
 from ._protocol import BlockLink, GraphLinks, GraphStore, MementoLink, PageLink
 
@@ -134,6 +133,8 @@ def _scan(store: GraphStore, namespace: str, session_id: str | None) -> Iterable
 
 
 def _check_bytes(record: BlockRecord) -> VerifyProblem | None:
+    from ..._messages import deserialize_messages, messages_sha256  # pydantic-ai loads when a block is decoded
+
     actual = messages_sha256(record.messages_json)
     if actual != record.sha256:
         return VerifyProblem(
