@@ -3,6 +3,7 @@ prints are the ids the next one takes, and a mistyped store or argument is an er
 
 from __future__ import annotations
 
+import argparse
 import json
 import subprocess
 import sys
@@ -10,7 +11,8 @@ from pathlib import Path
 
 import pytest
 
-from mementograph.cli import _COMMANDS, build_parser, main
+from mementograph.cli import build_parser, main
+from mementograph.cli._commands import COMMANDS
 from mementograph.knowledge_graph.store import open_store
 from tests.cli.conftest import MEMENTOGRAPH, DemoRun, fresh_home_env
 
@@ -142,6 +144,7 @@ def test_a_closed_pipe_ends_the_command_quietly(demo_run: DemoRun) -> None:
 @pytest.mark.parametrize(
     'argv',
     [
+        ['--help'],
         ['stats'],
         ['pages'],
         ['recall', 'pkg/mod_3.py'],
@@ -152,13 +155,15 @@ def test_a_closed_pipe_ends_the_command_quietly(demo_run: DemoRun) -> None:
 )
 def test_reading_commands_never_load_the_agent_framework(demo_run: DemoRun, argv: list[str]) -> None:
     """pydantic-ai takes most of a second to import; a command that reads a store whose indexes are current (the
-    demo's last step was a recall) answers without it."""
+    demo's last step was a recall), or the help, answers without it."""
     program = (
         'import sys\n'
         'from mementograph.cli import main\n'
-        'code = main(sys.argv[1:])\n'
-        "print(sorted({name.split('.')[0] for name in sys.modules} & {'pydantic_ai', 'pydantic_ai_harness'}), "
-        'file=sys.stderr)\n'
+        'try:\n'
+        '    code = main(sys.argv[1:])\n'
+        'finally:\n'
+        "    loaded = {name.split('.')[0] for name in sys.modules}\n"
+        "    print(sorted(loaded & {'pydantic_ai', 'pydantic_ai_harness'}), file=sys.stderr)\n"
         'sys.exit(code)\n'
     )
     done = subprocess.run(
@@ -174,14 +179,17 @@ def test_reading_commands_never_load_the_agent_framework(demo_run: DemoRun, argv
     assert done.stderr.splitlines()[-1] == '[]'
 
 
+def _choices(parser: argparse.ArgumentParser) -> list[str]:
+    subparsers = parser._subparsers
+    assert subparsers is not None
+    return list(subparsers._group_actions[0].choices or ())
+
+
 def test_each_command_parses_with_its_own_module_alone() -> None:
-    everything = build_parser()._subparsers
-    assert everything is not None
-    choices = everything._group_actions[0].choices
-    assert choices is not None
-    assert list(choices) == [name for _, names in _COMMANDS for name in names]
-    for _, names in _COMMANDS:
-        own = build_parser(names[0])._subparsers
-        assert own is not None and list(own._group_actions[0].choices or ()) == list(names)
-    unknown = build_parser('nosuch')._subparsers
-    assert unknown is not None and list(unknown._group_actions[0].choices or ()) == list(choices)
+    everything = [command.name for command in COMMANDS]
+    assert _choices(build_parser()) == everything == _choices(build_parser('nosuch'))
+    for command in COMMANDS:
+        siblings = [other.name for other in COMMANDS if other.module == command.module]
+        assert _choices(build_parser(command.name)) == siblings
+    assert 'recover' in build_parser().format_help()
+    assert build_parser('recall').parse_args(['recall', 'x', '--k', '3']).k == 3

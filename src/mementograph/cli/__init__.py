@@ -8,36 +8,22 @@ import logging
 import os
 import sys
 from collections.abc import Sequence
-from typing import Final
 
 from .._tokens import TokenizerUnavailableError
 from ..knowledge_graph.store import NotFoundError, StoreError
+from ._commands import COMMANDS
 from ._common import CliError
 
 __all__ = ('build_parser', 'main')
 
 
-_COMMANDS: Final = (
-    ('._demo', ('demo',)),
-    ('._store_commands', ('stats', 'recover', 'transcript', 'export')),
-    ('._replay_cmd', ('replay',)),
-    ('._query', ('query',)),
-    ('._recall_cmd', ('recall', 'embed', 'pages')),
-    ('._reindex_cmd', ('reindex',)),
-    ('._eval_cmd', ('eval',)),
-    ('._mcp_cmd', ('mcp',)),
-    ('._plot_cmd', ('plot',)),
-    ('._verify_cmd', ('verify', 'forget')),
-)
-"""Each module that registers subcommands, with the names it registers, in the order `--help` lists them."""
-
-
 def build_parser(command: str | None = None) -> argparse.ArgumentParser:
-    """The argument parser: every subcommand, or only those of the module that defines `command`.
+    """The argument parser for `command`: the subcommands of the one module that defines it, imported now.
 
-    A command imports only its own module: `demo`, `replay` and `eval` load pydantic-ai's agents (most of a second),
-    which `stats`, `query` or `recall` never need. An unknown `command` gets the full parser, so the error lists
-    every choice.
+    With no command, or one that does not exist, every subcommand is listed from `COMMANDS` without its options
+    and no command's module is imported: enough for `--help` and for argparse's error, which names every choice.
+    A command imports only its own module, so `stats`, `query` or `recall` never load what `demo`, `replay` and
+    `eval` need (pydantic-ai's agents, most of a second).
     """
     from .. import __version__
 
@@ -49,8 +35,11 @@ def build_parser(command: str | None = None) -> argparse.ArgumentParser:
     parser.add_argument('--version', action='version', version=f'mementograph {__version__}')
     commands = parser.add_subparsers(dest='command', metavar='COMMAND')
     commands.required = True
-    owners = [module for module, names in _COMMANDS if command in names] or [module for module, _ in _COMMANDS]
-    for module in owners:
+    module = next((known.module for known in COMMANDS if known.name == command), None)
+    if module is None:
+        for known in COMMANDS:
+            commands.add_parser(known.name, help=known.help)
+    else:
         importlib.import_module(module, __name__).register(commands)
     for subparser in (parser, *commands.choices.values()):
         subparser.allow_abbrev = False  # `export --json` must not silently mean `--jsonl`
@@ -58,8 +47,9 @@ def build_parser(command: str | None = None) -> argparse.ArgumentParser:
 
 
 def _command_of(argv: Sequence[str]) -> str | None:
-    """The subcommand `argv` names: its first word that is not an option (the top level takes no option values)."""
-    return next((word for word in argv if not word.startswith('-')), None)
+    """The subcommand `argv` names: its first word, unless that is an option (`-h stats` asks for the top-level
+    help, and the top level has no option that takes a value)."""
+    return argv[0] if argv and not argv[0].startswith('-') else None
 
 
 def main(argv: Sequence[str] | None = None) -> int:

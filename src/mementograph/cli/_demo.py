@@ -31,6 +31,7 @@ from ..knowledge_graph.memory import CombinedJudge, Compressor, Judge, LLMCompre
 from ..knowledge_graph.recall import page_index_text, recall
 from ..knowledge_graph.store import NEO4J_SCHEMES, GraphStore, NotFoundError, StoreError
 from ..knowledge_graph.store._cypher import EXAMPLE_QUERIES
+from ._commands import add_command
 from ._common import CliError, add_store_options, emit, store_from
 from ._progress import stderr_console
 from ._query import render_table
@@ -716,9 +717,9 @@ def stdout_console() -> Any:
 
 def register(commands: argparse._SubParsersAction[argparse.ArgumentParser]) -> None:
     """Add `demo`."""
-    demo = commands.add_parser(
+    demo = add_command(
+        commands,
         'demo',
-        help='run an agent session with memento compaction (offline, embedded store), then recover, recall, plot',
         description='Run a real pydantic-ai agent with real tools (read files, run tests, edit) over a temporary '
         'workspace, driven by a scripted policy unless --model names a real model, with MementoCompaction. Shows '
         'context tokens per request (the sawtooth), evictions and the judge scores of the mementos as it runs; '

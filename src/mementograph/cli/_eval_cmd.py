@@ -23,6 +23,7 @@ from ..eval import (
     longmemeval_tables,
 )
 from ..knowledge_graph.recall import DENSE_METHODS, Method
+from ._commands import add_command
 from ._common import (
     CliError,
     add_embedding_option,
@@ -174,7 +175,7 @@ def _common(parser: argparse.ArgumentParser, ks: Sequence[int]) -> None:
 
 def register(commands: argparse._SubParsersAction[argparse.ArgumentParser]) -> None:
     """Add `eval locomo` and `eval longmemeval`."""
-    parser = commands.add_parser('eval', help='retrieval benchmarks: LoCoMo, LongMemEval (every method, one run)')
+    parser = add_command(commands, 'eval')
     benchmarks = parser.add_subparsers(dest='benchmark', metavar='BENCHMARK')
     benchmarks.required = True
 

@@ -8,6 +8,7 @@ import socket
 import sys
 
 from ..knowledge_graph.dense import BackgroundSync
+from ._commands import add_command
 from ._common import (
     CliError,
     add_embedding_option,
@@ -105,9 +106,9 @@ def _seconds(value: str) -> float:
 
 def register(commands: argparse._SubParsersAction[argparse.ArgumentParser]) -> None:
     """Add the `mcp` command."""
-    parser = commands.add_parser(
+    parser = add_command(
+        commands,
         'mcp',
-        help='serve memory to MCP clients (Claude Desktop, IDEs): stdio, or HTTP on 127.0.0.1 with --http',
         description='Serve the archived memory read-only over the Model Context Protocol: tools recall, '
         'recover_block, list_pages, retrieve_page, query_memory and stats, scoped to one namespace (and one '
         'session with --session). Stdio by default; --http serves streamable HTTP at http://HOST:PORT/mcp. '

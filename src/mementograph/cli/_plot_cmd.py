@@ -7,6 +7,7 @@ from pathlib import Path
 
 from .._plot import latest_session, save_sawtooth, sawtooth_from_log, sparkline
 from ..knowledge_graph.store import NotFoundError
+from ._commands import add_command
 from ._common import CliError, add_store_options, emit, store_from
 
 __all__ = ('register',)
@@ -45,9 +46,9 @@ def _plot(args: argparse.Namespace) -> int:
 
 def register(commands: argparse._SubParsersAction[argparse.ArgumentParser]) -> None:
     """Add `plot`."""
-    plot = commands.add_parser(
+    plot = add_command(
+        commands,
         'plot',
-        help='save the sawtooth (context tokens per request) of a stored session as PNG',
         description='Rebuild context tokens per model request of a stored session from its event log (with memento '
         'compaction, and what it would have been without) and save the plot as PNG. Exact: every compaction '
         'step logs the context size after it (logs of older versions: within a few tokens per stub after merges).',

@@ -11,6 +11,7 @@ from typing import Any
 
 from ..knowledge_graph.store import GraphStore
 from ..knowledge_graph.store._cypher import DEFAULT_QUERY_LIMIT, DEFAULT_QUERY_TIMEOUT
+from ._commands import add_command
 from ._common import CliError, add_store_options, emit, store_from
 
 __all__ = ('parse_param', 'register', 'run_query')
@@ -104,9 +105,9 @@ def _query(args: argparse.Namespace) -> int:
 
 def register(commands: argparse._SubParsersAction[argparse.ArgumentParser]) -> None:
     """Add the `query` command."""
-    query = commands.add_parser(
+    query = add_command(
+        commands,
         'query',
-        help='run a read-only Cypher query over session memory',
         description='Run a read-only Cypher query. $namespace and $session_id are always defined; pass other '
         'values with --param. Writes, LOAD CSV and admin procedures are refused. Neo4j runs any read query; the '
         'embedded store runs the subset in docs/cypher.md and says when a query needs Neo4j.',

@@ -23,6 +23,7 @@ from ..knowledge_graph.recall import (
     render_recall,
 )
 from ..knowledge_graph.store import GraphStore
+from ._commands import add_command
 from ._common import (
     CliError,
     add_embedding_option,
@@ -185,9 +186,7 @@ def _print_page(args: argparse.Namespace, store: GraphStore, pages: list[PageRec
 
 def register(commands: argparse._SubParsersAction[argparse.ArgumentParser]) -> None:
     """Add `recall` and `pages`."""
-    parser = commands.add_parser(
-        'recall', help='find archived blocks by entities and words (graph + BM25, fused), optionally by meaning'
-    )
+    parser = add_command(commands, 'recall')
     parser.add_argument('query')
     add_store_options(parser)
     parser.add_argument('--k', type=int, default=10, help='hits to return (default: %(default)s)')
@@ -205,9 +204,9 @@ def register(commands: argparse._SubParsersAction[argparse.ArgumentParser]) -> N
     parser.add_argument('--until', metavar='TIME', help='only blocks that started before this ISO-8601 time')
     parser.set_defaults(func=_recall)
 
-    embed = commands.add_parser(
+    embed = add_command(
+        commands,
         'embed',
-        help='embed the archived blocks once and store their vectors, so recall by meaning is ready in later runs',
         description='Embed every archived block of the scope that has no stored vector of this model yet, and store '
         'the vectors beside the blocks: later `recall --embedding`, `mcp --embedding` and agents with the same '
         'model read them instead of embedding again. Run it once over a large archive (it shows progress; Ctrl-C '
@@ -218,7 +217,7 @@ def register(commands: argparse._SubParsersAction[argparse.ArgumentParser]) -> N
     embed.add_argument('--session', help='one session (default: every session of the namespace)')
     embed.set_defaults(func=_embed)
 
-    pages = commands.add_parser('pages', help="a session's paged index, or one page's blocks (--page)")
+    pages = add_command(commands, 'pages')
     add_store_options(pages)
     pages.add_argument('--session', help='the session (default: the most recent one)')
     pages.add_argument('--page', help='a page id (pg_...) or number: print its blocks')

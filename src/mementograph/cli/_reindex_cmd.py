@@ -8,6 +8,7 @@ from dataclasses import asdict
 
 from ..knowledge_graph.entities import ENTITY_MODEL_ENV, default_mention_extractor, reindex_entities
 from ..knowledge_graph.store import NotFoundError
+from ._commands import add_command
 from ._common import CliError, add_store_options, emit, store_from
 from ._progress import progress_bar, wants_progress
 
@@ -44,10 +45,9 @@ def _reindex(args: argparse.Namespace) -> int:
 
 def register(commands: argparse._SubParsersAction[argparse.ArgumentParser]) -> None:
     """Add `reindex`."""
-    parser = commands.add_parser(
+    parser = add_command(
+        commands,
         'reindex',
-        help='find the entities of archived blocks and mementos again with the current extractor (after an '
-        'upgrade, or to use the LLM extractor)',
         description='Extract the entities of archived blocks and mementos again and replace their MENTIONS edges, '
         'a batch of blocks per transaction (run again to finish an interrupted run). Blocks, mementos, pages and '
         f'the session log are not changed. The extractor is the deterministic one, or the LLM one that '

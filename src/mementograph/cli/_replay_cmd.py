@@ -25,6 +25,7 @@ from .._tokens import TokenCounter
 from .._transcripts import TranscriptError, load_transcript
 from ..knowledge_graph.memory import CombinedJudge, Judge, LLMCompressor, LLMJudge
 from ..knowledge_graph.store import GraphStore, open_store
+from ._commands import add_command
 from ._common import CliError, add_memento_model_options, checked_model_names, emit
 from ._progress import progress_bar, wants_progress
 
@@ -240,9 +241,9 @@ def _replay(args: argparse.Namespace) -> int:
 
 def register(commands: argparse._SubParsersAction[argparse.ArgumentParser]) -> None:
     """Add `replay`."""
-    replay = commands.add_parser(
+    replay = add_command(
+        commands,
         'replay',
-        help='replay recorded transcripts with and without memento compaction and measure it',
         description=_DESCRIPTION,
         formatter_class=argparse.RawDescriptionHelpFormatter,
     )

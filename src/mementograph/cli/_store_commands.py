@@ -11,6 +11,7 @@ from pathlib import Path
 from typing import Any
 
 from ..knowledge_graph.store import GraphStore, RecoveredBlock, recover_chain
+from ._commands import add_command
 from ._common import CliError, add_store_options, emit, store_from
 
 __all__ = ('register',)
@@ -203,28 +204,24 @@ def _compaction_line(kind: str, block_ids: Sequence[str], report: dict[str, Any]
 
 def register(commands: argparse._SubParsersAction[argparse.ArgumentParser]) -> None:
     """Add the store commands."""
-    stats = commands.add_parser('stats', help='what the store holds: sessions, blocks, mementos, tokens saved')
+    stats = add_command(commands, 'stats')
     add_store_options(stats)
     stats.add_argument('--session', help='only this session')
     stats.set_defaults(func=_stats)
 
-    recover = commands.add_parser(
-        'recover', help='print an evicted block (or every block under a memento), byte-exact and hash-checked'
-    )
+    recover = add_command(commands, 'recover')
     recover.add_argument('block_id', help='a block id (blk_...) or a memento id (mem_...), as `recall` shows them')
     add_store_options(recover)
     recover.add_argument('--session', help='only look in this session')
     recover.add_argument('--raw', action='store_true', help='print the archived pydantic-ai JSON bytes exactly')
     recover.set_defaults(func=_recover)
 
-    transcript = commands.add_parser(
-        'transcript', help='rebuild a whole session, in order, from its log (compactions marked where they happened)'
-    )
+    transcript = add_command(commands, 'transcript')
     add_store_options(transcript)
     transcript.add_argument('--session', required=True, help='the session id (see `mementograph stats`/`export`)')
     transcript.set_defaults(func=_transcript)
 
-    export = commands.add_parser('export', help='write evicted blocks (and mementos, entities, pages) as JSON lines')
+    export = add_command(commands, 'export')
     add_store_options(export, json_flag=False)
     export.add_argument('--jsonl', action='store_true', help='one JSON object per evicted block (the default format)')
     export.add_argument('--session', help='only this session')

@@ -8,6 +8,7 @@ from dataclasses import asdict
 from typing import Any, Final
 
 from ..knowledge_graph.store import GraphStore, VerifyReport, verify_store
+from ._commands import add_command
 from ._common import CliError, add_store_options, emit, store_from
 
 __all__ = ('VERIFY_FAILED', 'register')
@@ -108,15 +109,15 @@ def _forget(args: argparse.Namespace) -> int:
 
 def register(commands: argparse._SubParsersAction[argparse.ArgumentParser]) -> None:
     """Add `verify` and `forget`."""
-    verify = commands.add_parser(
+    verify = add_command(
+        commands,
         'verify',
-        help='check every archived block against its sha256, every memento, NEXT chain and page; exit 4 if any fails',
     )
     add_store_options(verify)
     verify.add_argument('--session', help='only this session')
     verify.set_defaults(func=_verify)
 
-    forget = commands.add_parser('forget', help='delete a session from the store for good (asks first)')
+    forget = add_command(commands, 'forget')
     add_store_options(forget)
     forget.add_argument('--session', required=True, help='the session to delete (see `mementograph stats`)')
     forget.add_argument('--yes', action='store_true', help='do not ask for confirmation (needed without a terminal)')
