@@ -2,7 +2,24 @@
 
 from __future__ import annotations
 
-__all__ = ('Blanks', 'cut_words')
+import re
+from typing import Final
+
+__all__ = ('IDEOGRAPHS', 'IDEOGRAPH_RUN', 'Blanks', 'cut_words', 'ideograph_runs_apart')
+
+IDEOGRAPHS: Final = '\u3040-\u309f\u3400-\u4dbf\u4e00-\u9fff\uf900-\ufaff\U00020000-\U0003134f'
+"""Han ideographs and Hiragana, as the body of a regular-expression class. Chinese and Japanese put no spaces
+between words, and Lucene's standard analyzer reads each of these characters as a word of its own (Katakana and
+Hangul runs it keeps whole, as FTS5 does)."""
+IDEOGRAPH_RUN: Final = re.compile(f'[{IDEOGRAPHS}]+')
+
+
+def ideograph_runs_apart(text: str) -> str:
+    """`text` with a space before and after each run of Han ideographs or Hiragana, so that a name, path or word
+    written against them (`用cat命令查看config.yaml`) has the boundaries that `\\b` and `\\w` patterns need."""
+    if text.isascii():
+        return text
+    return IDEOGRAPH_RUN.sub(r' \g<0> ', text)
 
 
 class Blanks:

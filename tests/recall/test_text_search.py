@@ -12,9 +12,10 @@ from hypothesis import strategies as st
 from pydantic_ai.messages import ModelRequest, UserPromptPart
 
 from mementograph.knowledge_graph import BlockRecord, Eviction
-from mementograph.knowledge_graph.recall import _values
+from mementograph.knowledge_graph.entities import mentions_for
+from mementograph.knowledge_graph.recall import _values, recall
 from mementograph.knowledge_graph.store import GraphStore, open_store
-from mementograph.knowledge_graph.store._base import search_words
+from mementograph.knowledge_graph.store._base import fts_terms, is_prefix_term, search_words, spaced_ideographs
 from tests.conftest import open_neo4j
 
 
@@ -129,3 +130,118 @@ def test_neo4j_indexes_the_words_fts5_reads(text: str) -> None:
     conn.execute('INSERT INTO t (x) VALUES (?)', (text,))
     fts5 = [row[0] for row in conn.execute('SELECT term FROM v ORDER BY offset')]
     assert search_words(text).casefold().split() == [term.casefold() for term in fts5]  # case: each folds its own way
+
+
+@settings(max_examples=200, deadline=None)
+@given(
+    text=st.text(
+        st.one_of(st.characters(max_codepoint=0x24F), st.sampled_from('数据库会議新幹線のをシンカンセン서울에서')),
+        max_size=60,
+    )
+)
+def test_chinese_and_japanese_characters_are_words_on_both_backends(text: str) -> None:
+    """A run of Han ideographs or Hiragana is one token to FTS5 (a whole sentence) and a token per character to
+    Lucene: SQLite indexes `spaced_ideographs(text)`, whose tokens are `search_words(text)`, what Neo4j indexes.
+    Katakana and Hangul runs stay whole on both."""
+    conn = sqlite3.connect(':memory:')
+    conn.execute("CREATE VIRTUAL TABLE t USING fts5(x, tokenize = 'unicode61 remove_diacritics 0')")
+    conn.execute("CREATE VIRTUAL TABLE v USING fts5vocab(t, 'instance')")
+    conn.execute('INSERT INTO t (x) VALUES (?)', (spaced_ideographs(text),))
+    fts5 = [row[0] for row in conn.execute('SELECT term FROM v ORDER BY offset')]
+    assert search_words(text).casefold().split() == [term.casefold() for term in fts5]
+
+
+def test_a_chinese_or_japanese_query_is_searched_by_its_character_pairs() -> None:
+    assert fts_terms('数据库') == ['数据', '据库']
+    assert fts_terms('使用PostgreSQL数据库') == ['PostgreSQL', '使用', '数据', '据库']
+    assert fts_terms('東京の会議 シンカンセン 库') == ['東京', '京の', 'の会', '会議', 'シンカンセン', '库']
+    assert fts_terms('ops/deploy.sh über') == ['ops/deploy.sh', 'über']
+    # a Korean word carries its particle (`서울에서`, in Seoul): a query word is matched as a word's beginning
+    assert [is_prefix_term(term) for term in fts_terms('서울 기차표 서 München 数据')] == [
+        True,
+        True,
+        False,
+        False,
+        False,
+    ]
+
+
+MULTILINGUAL = [
+    '我们决定使用PostgreSQL数据库来存储用户的订单。',
+    '明天下午三点开会讨论预算。',
+    '東京の会議は来週の月曜日です。新幹線の切符を予約します。',
+    'Der Flughafen in München ist geschlossen, wir nehmen den Zug über Nürnberg.',
+    "Élodie a inscrit sa fille à l'école Jules-Ferry.",
+    'Мы переехали в Новосибирск в прошлом году, зима там долгая.',
+    'The deploy script lives in ops/deploy.sh and exits 0.',
+    '서울에서 회의가 있습니다. 기차표를 예매하겠습니다.',
+]
+
+
+@pytest.mark.parametrize(
+    ('query', 'index'),
+    [
+        ('数据库', 0),
+        ('用户的订单在哪里', 0),
+        ('PostgreSQL', 0),
+        ('预算', 1),
+        ('会議', 2),
+        ('新幹線', 2),
+        ('München', 3),
+        ('über', 3),
+        ('Élodie', 4),
+        ('école', 4),
+        ('Новосибирск', 5),
+        ('зима', 5),
+        ('deploy.sh', 6),
+        ('서울', 7),
+        ('기차표', 7),
+    ],
+)
+def test_words_of_any_script_are_found_on_both_backends(
+    backend: tuple[GraphStore, str], query: str, index: int
+) -> None:
+    store, namespace = backend
+    ids = write(store, namespace, 's1', MULTILINGUAL)
+    assert [hit.id for hit in store.search_text(query, k=3, namespace=namespace)][:1] == [ids[index]]
+
+
+@pytest.mark.parametrize(
+    ('query', 'index', 'by_entity'),
+    [
+        ('数据库', 0, False),
+        ('新幹線の切符', 2, False),
+        ('PostgreSQL', 0, True),
+        ('Nürnberg', 3, True),
+        ('über', 3, True),
+        ('Élodie', 4, True),
+        ('école', 4, True),
+        ('Новосибирск', 5, True),
+        ('зима', 5, True),
+        ('서울', 7, False),
+    ],
+)
+def test_recall_finds_words_of_any_script_on_both_backends(
+    backend: tuple[GraphStore, str], query: str, index: int, by_entity: bool
+) -> None:
+    """Chinese and Japanese are found by full text (no entity holds them), and a Korean word by its beginning; a word
+    of any alphabet is an entity too, so the entity graph alone finds it (before, a word that did not start with A-Z
+    was dropped from the query)."""
+    store, namespace = backend
+    blocks = [
+        BlockRecord.from_messages(
+            [ModelRequest(parts=[UserPromptPart(content=text)])],
+            session_id='s1',
+            seq=i,
+            tokens=10,
+            text=text,
+            namespace=namespace,
+        )
+        for i, text in enumerate(MULTILINGUAL)
+    ]
+    mentions = tuple(mention for block in blocks for mention in mentions_for(block.id, block.text))
+    store.write_eviction(Eviction(session_id='s1', namespace=namespace, blocks=tuple(blocks), mentions=mentions))
+    fused = recall(store, query, k=3, namespace=namespace)
+    assert [hit.block_id for hit in fused][:1] == [blocks[index].id]
+    graph = recall(store, query, k=3, method='graph', namespace=namespace)
+    assert ([hit.block_id for hit in graph][:1] == [blocks[index].id]) is by_entity

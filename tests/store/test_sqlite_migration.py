@@ -690,7 +690,7 @@ def test_format_5_file_gets_an_empty_vectors_table(tmp_path: Path) -> None:
     assert (
         conn.execute("SELECT value FROM meta WHERE key = 'format'").fetchone()
         == (FORMAT,)
-        == ('mementograph-sqlite-7',)
+        == ('mementograph-sqlite-8',)
     )
     conn.close()
 
@@ -717,9 +717,44 @@ def test_format_6_file_gets_block_ids_in_its_scope_index(tmp_path: Path) -> None
         assert store.list_block_ids(namespace='default', session_id='s1') == [(b.id, 's1') for b in blocks]
     conn = sqlite3.connect(path)
     assert [row[2] for row in conn.execute('PRAGMA index_info(blocks_scope)')][-1] == 'id'
-    assert conn.execute("SELECT value FROM meta WHERE key = 'format'").fetchone() == ('mementograph-sqlite-7',)
+    assert conn.execute("SELECT value FROM meta WHERE key = 'format'").fetchone() == ('mementograph-sqlite-8',)
     plan = conn.execute(
         "EXPLAIN QUERY PLAN SELECT id FROM blocks WHERE namespace = 'default' AND session_id = 's1' AND kind = 'block'"
     ).fetchall()
     assert 'COVERING INDEX blocks_scope' in plan[0][3]  # a session's ids without reading its rows
+    conn.close()
+
+
+def test_format_7_file_finds_words_inside_chinese_and_japanese_text(tmp_path: Path) -> None:
+    from pydantic_ai.messages import ModelRequest, UserPromptPart
+
+    from tests.store.test_contract import make_eviction
+
+    path = tmp_path / 'v7.db'
+    chinese, english = '我们决定使用PostgreSQL数据库来存储订单', 'the deploy script lives in ops/deploy.sh'
+    evictions = [
+        make_eviction([ModelRequest(parts=[UserPromptPart(text)])], session_id='s1', namespace='default', seq=seq)
+        for seq, text in enumerate((chinese, english))
+    ]
+    with SqliteStore(path) as store:
+        for eviction, _, _ in evictions:
+            store.write_eviction(eviction)
+        assert [hit.id for hit in store.search_text('数据库')] == [evictions[0][1].id]
+    conn = sqlite3.connect(path)  # as format 7 indexed it: a run of Han characters is one word
+    conn.execute('UPDATE text_fts SET text = ? WHERE item_id = ?', (chinese, evictions[0][1].id))
+    conn.execute("UPDATE meta SET value = 'mementograph-sqlite-7' WHERE key = 'format'")
+    conn.commit()
+    assert conn.execute("""SELECT count(*) FROM text_fts WHERE text_fts MATCH '"数 据"'""").fetchone() == (0,)
+    others = conn.execute('SELECT rowid, text FROM text_fts WHERE item_id <> ?', (evictions[0][1].id,)).fetchall()
+    conn.close()
+
+    with SqliteStore(path) as store:
+        assert [hit.id for hit in store.search_text('数据库')] == [evictions[0][1].id]
+        assert [hit.id for hit in store.search_text('PostgreSQL')] == [evictions[0][1].id]
+        assert [hit.id for hit in store.search_text('deploy.sh')] == [evictions[1][1].id]
+    conn = sqlite3.connect(path)
+    assert conn.execute("SELECT value FROM meta WHERE key = 'format'").fetchone() == ('mementograph-sqlite-8',)
+    assert conn.execute('SELECT rowid, text FROM text_fts WHERE item_id <> ?', (evictions[0][1].id,)).fetchall() == (
+        others
+    )  # documents without Han or Hiragana are not rewritten
     conn.close()

@@ -34,7 +34,7 @@ from collections.abc import Iterable, Iterator, Sequence
 from dataclasses import dataclass
 from typing import Final
 
-from ..._text import Blanks
+from ..._text import IDEOGRAPHS, Blanks, ideograph_runs_apart
 from .._schema import EntityRecord, Mention
 from ..memory import (
     OBSERVATION_PREFIX,
@@ -155,7 +155,23 @@ _UNIT_NUMBER = re.compile(
     re.IGNORECASE,
 )
 _QUOTED = re.compile(r'"([^"\n]{2,60})"|\u201c([^\u201d\n]{2,60})\u201d|(?<![\w])\'([^\'\n]{2,60})\'(?![\w])')
-_NAME_TOKEN = r"[A-Z][\w'\u2019&.+-]*[\w+]"
+
+
+def _uppercase_class() -> str:
+    """The capital letters of every script (Unicode `isupper` over the Basic Multilingual Plane) as a character
+    class of ranges: `re` has no `\\p{Lu}`, and a name may begin with `É`, `Ł` or a Cyrillic capital as well as `A`-`Z`."""
+    ranges: list[tuple[int, int]] = []
+    for code in range(0x10000):
+        if chr(code).isupper():
+            if ranges and ranges[-1][1] == code - 1:
+                ranges[-1] = (ranges[-1][0], code)
+            else:
+                ranges.append((code, code))
+    return ''.join(re.escape(chr(a)) if a == b else f'{re.escape(chr(a))}-{re.escape(chr(b))}' for a, b in ranges)
+
+
+_UPPER: Final = _uppercase_class()
+_NAME_TOKEN = rf"[{_UPPER}][\w'\u2019&.+-]*[\w+]"
 _NAME = re.compile(
     rf"(?<![\w'\u2019])((?:(?:Mr|Mrs|Ms|Dr|Prof|St)\.\s+)?{_NAME_TOKEN}"
     rf'(?:\s+(?:(?:of|the|de|del|da|van|von|la|le|and|&)\s+)?{_NAME_TOKEN})*)'
@@ -193,7 +209,14 @@ _OPENERS: Final = frozenset(
         'sorry',
     ]
 )
-_WORD = re.compile(r"(?<![\w'\u2019])[A-Za-z][a-z]+(?:['\u2019][a-z]+)?(?![\w])")
+_LETTER: Final = rf'[^\W\d_{IDEOGRAPHS}]'
+_SMALL_LETTER: Final = rf'[^\W\d_{_UPPER}{IDEOGRAPHS}]'
+_WORD = re.compile(
+    rf"(?<![\w'\u2019])(?:{_LETTER}['\u2019](?={_LETTER}))?({_LETTER}{_SMALL_LETTER}+(?:['\u2019]{_SMALL_LETTER}+)?)(?![\w])"
+)
+"""A plain word of any alphabet (group 1): a letter, then small letters (`café`, `зима`, `Flughafen`), after an
+elided article or pronoun (`l'école`, `d'accord`: `école`, `accord`). Han and Hiragana text is not made of such
+words (full-text search reads it a character at a time)."""
 _SENTENCE_START = re.compile(r'(?:^|[.!?:]["\')\]]?\s+|^\s*[-*>]\s+|\n\s*)$')
 _SPEAKER = re.compile(r'^\s*([A-Z][\w.-]*(?: [A-Z][\w.-]*)?):\s', re.MULTILINE)
 _TITLES: Final = frozenset({'mr', 'mrs', 'ms', 'dr', 'prof', 'sir', 'madam', 'aunt', 'uncle', 'grandma', 'grandpa'})
@@ -643,6 +666,7 @@ def extract_entities(text: str, *, max_concepts: int = DEFAULT_MAX_CONCEPTS) -> 
         max_concepts: Plain-word concepts kept: prose words first, each group the most frequent first (ties: first
             seen).
     """
+    text = ideograph_runs_apart(text)  # a path or name written against Chinese or Japanese text ends where it does
     found = _Found()
     concepts: Counter[str] = Counter()
     first: dict[str, str] = {}
@@ -735,7 +759,7 @@ def _extract_into(text: str, found: _Found, concepts: Counter[str], first: dict[
     work = _dates_into(blanks.text, found)
     for match in _QUOTED.finditer(work):
         term = next(group for group in match.groups() if group is not None)
-        if 1 <= len(term.split()) <= 8 and re.search(r'[A-Za-z]', term):
+        if 1 <= len(term.split()) <= 8 and re.search(r'[^\W\d_]', term):
             found.add('term', term)
     work = _names_into(work, found)
     for key, word in _concept_words(work):
@@ -746,7 +770,7 @@ def _extract_into(text: str, found: _Found, concepts: Counter[str], first: dict[
 def _concept_words(text: str) -> Iterator[tuple[str, str]]:
     """`(key, word)` of each plain content word of `text` (stop words and words under 3 letters left out)."""
     for match in _WORD.finditer(text):
-        lowered = match.group(0).lower().replace('\u2019', "'")
+        lowered = match.group(1).lower().replace('\u2019', "'")
         word = lowered.split("'")[0]
         if len(lowered) < 3 or lowered in STOPWORDS or word in STOPWORDS:
             continue

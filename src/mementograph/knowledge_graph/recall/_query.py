@@ -15,13 +15,15 @@ from dataclasses import dataclass
 from datetime import UTC, datetime, timedelta
 from typing import Final, Literal
 
+from ..._text import IDEOGRAPH_RUN, ideograph_runs_apart
 from ..entities import STOPWORDS, entity_key, extract_entities, key_class, stem
 
 __all__ = ('MatchKind', 'QueryKey', 'QueryPlan', 'TimeRange', 'parse_time', 'plan_query', 'time_range_in')
 
 MatchKind = Literal['exact', 'normalised', 'fuzzy']
 
-_WORD = re.compile(r"[A-Za-z0-9][\w'\u2019.+/-]*[\w+]|[A-Za-z0-9]")
+_WORD = re.compile(r"[^\W_][\w'\u2019.+/-]*[\w+]|[^\W_]")
+"""A query word in any script, from its first letter or digit (`über`, `Élodie`, `Новосибирск`, `数据库`)."""
 _QUESTION_WORDS: Final = frozenset(
     [
         'what',
@@ -97,15 +99,15 @@ def plan_query(query: str) -> QueryPlan:
         covered.update(word.lower() for word in _WORD.findall(entity.name))
         group += 1
     terms: list[str] = []
-    for raw in _WORD.findall(query):
+    for raw in _WORD.findall(ideograph_runs_apart(query)):
         word = raw.lower().replace('\u2019', "'").rstrip('.')
         bare = re.sub(r"'s$", '', word)
         if not bare or bare in STOPWORDS or bare in _QUESTION_WORDS:
             continue
         if bare not in terms:
             terms.append(bare)
-        if bare in covered or len(bare) < 2:
-            continue
+        if bare in covered or len(bare) < 2 or IDEOGRAPH_RUN.fullmatch(bare):
+            continue  # Chinese and Japanese text is searched by its characters (`fts_terms`), no entity holds it
         covered.add(bare)
         readings = [entity_key('concept', bare), entity_key('name', bare), entity_key('symbol', bare)]
         if '.' in bare or '/' in bare:

@@ -7,6 +7,7 @@ from collections.abc import Mapping, Sequence
 from dataclasses import replace
 from datetime import UTC, datetime
 
+from ..._text import IDEOGRAPH_RUN, IDEOGRAPHS
 from .._schema import DEFAULT_NAMESPACE, BlockRecord, Mention, PageRecord, SessionEvent
 from ._errors import BlockIntegrityError, LogConflictError, NotFoundError, PageConflictError
 from ._protocol import GraphStore, RecoveredBlock
@@ -17,12 +18,14 @@ __all__ = (
     'check_mention_sources',
     'check_page',
     'fts_terms',
+    'is_prefix_term',
     'log_conflict',
     'missing_sources',
     'now_iso',
     'recover_block',
     'recover_chain',
     'search_words',
+    'spaced_ideographs',
 )
 
 
@@ -134,27 +137,56 @@ def recover_chain(
 
 
 _WORD = re.compile(r'[\w.\-/]+', re.UNICODE)
+_IDEOGRAPH = re.compile(f'[{IDEOGRAPHS}]')
 
 
 _SEPARATORS = re.compile(r'[\W_]+')
 _ASCII_SEPARATORS = str.maketrans({chr(code): ' ' for code in range(128) if not chr(code).isalnum()})
 
 
+def spaced_ideographs(text: str) -> str:
+    """`text` with a space on each side of every Han ideograph and Hiragana character, so that FTS5's `unicode61`,
+    which reads a run of them as one word (a whole Chinese sentence is one token), reads each as a word, as Lucene
+    does. Searches then match them as phrases (`fts_terms`)."""
+    if text.isascii():
+        return text
+    return _IDEOGRAPH.sub(r' \g<0> ', text)
+
+
 def search_words(text: str) -> str:
-    """`text`'s words as SQLite's FTS5 (`unicode61`) reads them, one space between: runs of letters and digits,
-    split at everything else (the same tokens, but where FTS5's Unicode 6.1 tables do not know a character). Neo4j indexes this form, because Lucene's standard analyzer keeps `sql.DeleteQuery`,
-    `apply_discount` and `models.py` whole (one token each, per Unicode word breaking), so a search for `DeleteQuery`,
-    `discount` or `models` found on SQLite what Neo4j missed."""
+    """`text`'s words as the full-text indexes read them, one space between: runs of letters and digits, split at
+    everything else, and every Han ideograph and Hiragana character a word of its own (`spaced_ideographs`). Neo4j
+    indexes this form, because Lucene's standard analyzer keeps `sql.DeleteQuery`, `apply_discount` and `models.py`
+    whole (one token each, per Unicode word breaking), so a search for `DeleteQuery`, `discount` or `models` found
+    on SQLite what Neo4j missed."""
     if text.isascii():  # most text: a table lookup per character, a third of the regular expression's time
         return ' '.join(text.translate(_ASCII_SEPARATORS).split())
-    return _SEPARATORS.sub(' ', text).strip()
+    return ' '.join(_SEPARATORS.sub(' ', spaced_ideographs(text)).split())
+
+
+_HANGUL_WORD = re.compile('[\uac00-\ud7a3]{2,}')
+
+
+def is_prefix_term(term: str) -> bool:
+    """Whether a search term is matched as a word's beginning: a Korean word of two syllables or more. Korean
+    writes a noun and its particle as one word (`서울에서`, "in Seoul"), and both FTS5 and Lucene index that word
+    whole, so `서울` is searched as `서울*`."""
+    return _HANGUL_WORD.fullmatch(term) is not None
 
 
 def fts_terms(query: str) -> list[str]:
-    """Split a free-text query into literal search terms (never interpreted as query syntax)."""
-    terms = []
+    """Split a free-text query into literal search terms (never interpreted as query syntax).
+
+    A run of Han ideographs or Hiragana (a Chinese or Japanese phrase has no spaces to split at) becomes its
+    overlapping pairs, `数据库` -> `数据`, `据库`, each searched as a phrase of two characters: the pairs a passage
+    shares with the query rank it, as a bigram index would, with no dictionary. A lone character is itself.
+    """
+    terms: list[str] = []
     for match in _WORD.findall(query):
-        term = match.strip('.-/')
-        if term:
-            terms.append(term)
+        for piece in IDEOGRAPH_RUN.split(match) if not match.isascii() else (match,):
+            term = piece.strip('.-/')
+            if term:
+                terms.append(term)
+        for run in IDEOGRAPH_RUN.findall(match) if not match.isascii() else ():
+            terms.extend([run] if len(run) == 1 else [run[i : i + 2] for i in range(len(run) - 1)])
     return terms

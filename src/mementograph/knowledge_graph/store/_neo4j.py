@@ -47,6 +47,7 @@ from ._base import (
     check_mention_sources,
     check_page,
     fts_terms,
+    is_prefix_term,
     log_conflict,
     missing_sources,
     now_iso,
@@ -1264,7 +1265,11 @@ class Neo4jStore:
         terms = list(dict.fromkeys(fts_terms(query)))
         if not terms or k <= 0:
             return []
-        phrases = [f'words:{_lucene_phrase(words)}' for words in dict.fromkeys(map(search_words, terms)) if words]
+        phrases = [
+            f'words:{words}*' if is_prefix_term(words) else f'words:{_lucene_phrase(words)}'
+            for words in dict.fromkeys(map(search_words, terms))
+            if words
+        ]
         if not phrases:
             return []
         returns = (

@@ -40,9 +40,11 @@ from ._base import (
     check_mention_sources,
     check_page,
     fts_terms,
+    is_prefix_term,
     log_conflict,
     missing_sources,
     now_iso,
+    spaced_ideographs,
 )
 from ._errors import (
     BlockNotFoundError,
@@ -59,11 +61,12 @@ if TYPE_CHECKING:  # recall reads (section at the end of SqliteStore); a runtime
 
 __all__ = ('SqliteStore',)
 
-FORMAT: Final = 'mementograph-sqlite-7'
+FORMAT: Final = 'mementograph-sqlite-8'
 """Written to `meta`. Format 1 files (a `summarizes` link table, eager entity index), format 2 files (a
 `page_blocks` table, every eviction's mentions in `mention_queue`), format 3 files (no `entities.blocks` count)
-format 4 files (no `scope` in the full-text index), format 5 files (no `vectors` table) and format 6 files (no
-block ids in `blocks_scope`) are migrated in place at open."""
+format 4 files (no `scope` in the full-text index), format 5 files (no `vectors` table), format 6 files (no
+block ids in `blocks_scope`) and format 7 files (Chinese and Japanese text indexed as whole runs) are migrated in
+place at open."""
 DEFAULT_BUSY_TIMEOUT: Final = 5.0
 
 _MENTIONS_ENTITY_INDEX: Final = (
@@ -208,7 +211,8 @@ _FORMAT_3: Final = 'mementograph-sqlite-3'
 _FORMAT_4: Final = 'mementograph-sqlite-4'
 _FORMAT_5: Final = 'mementograph-sqlite-5'
 _FORMAT_6: Final = 'mementograph-sqlite-6'
-_OLD_FORMATS: Final = (_FORMAT_1, _FORMAT_2, _FORMAT_3, _FORMAT_4, _FORMAT_5, _FORMAT_6)
+_FORMAT_7: Final = 'mementograph-sqlite-7'
+_OLD_FORMATS: Final = (_FORMAT_1, _FORMAT_2, _FORMAT_3, _FORMAT_4, _FORMAT_5, _FORMAT_6, _FORMAT_7)
 _TEXT_RANK: Final = 'bm25(text_fts, 0.0, 0.0, 0.0, 0.0, 1.0)'
 """BM25 over the `text` column alone: the scope tokens a scoped query adds score nothing."""
 _TEXT_SCOPE_SHARE: Final = 4
@@ -352,6 +356,19 @@ def _migrate_from_6(conn: sqlite3.Connection) -> None:
     if 'id' not in {row[2] for row in conn.execute('PRAGMA index_info(blocks_scope)')}:
         conn.execute('DROP INDEX IF EXISTS blocks_scope')
         conn.execute(next(s for s in _SCHEMA.split(';') if 'CREATE INDEX IF NOT EXISTS blocks_scope' in s))
+    conn.execute("UPDATE meta SET value = ? WHERE key = 'format'", (_FORMAT_7,))
+
+
+def _migrate_from_7(conn: sqlite3.Connection) -> None:
+    """Take a format-7 file to format 8, inside the caller's transaction: every full-text document that holds Han
+    ideographs or Hiragana is indexed again with each of them a word (`spaced_ideographs`); format 7 indexed a run of
+    them as one word, so no search found a word inside a Chinese or Japanese sentence. The text is read from the
+    index itself (no block is decoded), and documents without such characters are not rewritten."""
+    conn.create_function('mementograph_spaced', 1, spaced_ideographs, deterministic=True)
+    try:
+        conn.execute('UPDATE text_fts SET text = mementograph_spaced(text) WHERE text <> mementograph_spaced(text)')
+    finally:
+        conn.create_function('mementograph_spaced', 1, None)
     conn.execute("UPDATE meta SET value = ? WHERE key = 'format'", (FORMAT,))
 
 
@@ -725,7 +742,7 @@ class SqliteStore:
             raise
 
     def _migrate(self, conn: sqlite3.Connection, old: str) -> None:
-        """Migrate a format-1 to 6 file in one transaction: a failure (or a kill) leaves it as it was, whole."""
+        """Migrate a format-1 to 7 file in one transaction: a failure (or a kill) leaves it as it was, whole."""
         conn.execute('BEGIN IMMEDIATE')
         try:
             fmt = conn.execute("SELECT value FROM meta WHERE key = 'format'").fetchone()
@@ -740,8 +757,10 @@ class SqliteStore:
                 _migrate_from_4(conn)
             if fmt is not None and fmt[0] in (_FORMAT_1, _FORMAT_2, _FORMAT_3, _FORMAT_4, _FORMAT_5):
                 _migrate_from_5(conn)
-            if fmt is not None and fmt[0] in _OLD_FORMATS:
+            if fmt is not None and fmt[0] in _OLD_FORMATS[:-1]:
                 _migrate_from_6(conn)
+            if fmt is not None and fmt[0] in _OLD_FORMATS:
+                _migrate_from_7(conn)
             conn.execute('COMMIT')
         except BaseException as exc:
             if conn.in_transaction:
@@ -1472,7 +1491,10 @@ class SqliteStore:
             if mementos:
                 conn.executemany(
                     _INSERT_TEXT,
-                    [(item, ns, session, _scope_tokens(ns, session), text) for _, item, ns, session, text in mementos],
+                    [
+                        (item, ns, session, _scope_tokens(ns, session), spaced_ideographs(text))
+                        for _, item, ns, session, text in mementos
+                    ],
                 )
                 conn.execute(
                     "INSERT OR REPLACE INTO meta (key, value) VALUES ('fts_mementos', ?)", (str(mementos[-1][0]),)
@@ -1489,7 +1511,8 @@ class SqliteStore:
             for row in blocks:
                 text = '\n'.join(message_text(m) for m in deserialize_messages(_stored_bytes(row['messages_json'])))
                 namespace, session = row['namespace'], row['session_id']
-                conn.execute(_INSERT_TEXT, (row['id'], namespace, session, _scope_tokens(namespace, session), text))
+                scope = _scope_tokens(namespace, session)
+                conn.execute(_INSERT_TEXT, (row['id'], namespace, session, scope, spaced_ideographs(text)))
                 last, indexed = row['rid'], indexed + 1
             if indexed:
                 conn.execute("INSERT OR REPLACE INTO meta (key, value) VALUES ('fts_blocks', ?)", (str(last),))
@@ -1539,7 +1562,10 @@ class SqliteStore:
         if not terms or k <= 0:
             return []
         self._index_text()
-        phrases = ['"' + term.replace('"', '""') + '"' for term in terms]
+        phrases = [
+            '"' + spaced_ideographs(term).replace('"', '""') + ('" *' if is_prefix_term(term) else '"')
+            for term in terms
+        ]
         with self._search() as conn:
             # the highest rowid: the documents indexed (give or take deletions), read off the B-tree's last page
             docs = conn.execute('SELECT max(rowid) FROM text_fts_docsize').fetchone()[0] or 0
