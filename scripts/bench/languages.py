@@ -26,8 +26,8 @@ from mementograph.knowledge_graph.recall import recall
 from mementograph.knowledge_graph.store import open_store
 
 EXCHANGES = [
-    ('我们决定使用PostgreSQL数据库来存储用户的订单。', '好的，我会把数据库的连接字符串放在config.yaml里。'),  # noqa: RUF001
-    ('明天下午三点开会讨论预算。', '收到，我会准备预算报告。'),  # noqa: RUF001
+    ('我们决定使用PostgreSQL数据库来存储用户的订单。', '好的，我会把数据库的连接字符串放在config.yaml里。'),
+    ('明天下午三点开会讨论预算。', '收到，我会准备预算报告。'),
     ('東京の会議は来週の月曜日です。', 'わかりました。新幹線の切符を予約します。'),
     ('서울에서 회의가 있습니다.', '알겠습니다. 기차표를 예매하겠습니다.'),
     ('Der Flughafen in München ist geschlossen.', 'Dann nehmen wir den Zug nach Berlin über Nürnberg.'),

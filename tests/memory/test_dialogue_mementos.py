@@ -3,6 +3,7 @@ the judge exactly as the resolver derives them."""
 
 from __future__ import annotations
 
+import asyncio
 from dataclasses import replace
 from datetime import UTC, datetime, timedelta, timezone, tzinfo
 
@@ -249,3 +250,29 @@ async def test_llm_compressor_and_judge_read_a_conversation_with_its_dates_resol
     trace = debugging_block(COUNTER)
     await LLMCompressor(FunctionModel(model)).compress(trace)
     assert trace.text in prompts[-1] and 'resolved for you' not in prompts[-1]
+
+
+def test_a_chinese_conversation_keeps_its_facts() -> None:
+    """Chinese sentences end at `。` with no space after it, and its facts are read where they end (the path below
+    was `migrate.py里面` before): the memento keeps the path and the command the judge now sees."""
+    block = BlockInput.from_messages(
+        [
+            turn(
+                'user',
+                '我们昨天讨论了数据库迁移的问题。我觉得应该先备份所有的订单数据，然后再把表结构改成新的格式。'
+                '迁移脚本放在scripts/migrate.py里面，运行时间大约需要四十分钟。',
+                0,
+            ),
+            turn(
+                'assistant',
+                '好的，我同意先备份。备份命令是pg_dump -Fc orders > orders.dump，我已经在测试环境上试过了。'
+                '下周一上午十点我们再开会确认最终的上线时间。',
+                1,
+            ),
+        ],
+        COUNTER,
+    )
+    result = asyncio.run(MementoEngine().make_memento(block))
+    assert result.verified
+    assert 'scripts/migrate.py' in result.text and 'pg_dump' in result.text
+    assert result.tokens < block.tokens

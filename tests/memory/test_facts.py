@@ -189,3 +189,15 @@ def test_presence_agrees_with_the_word_boundary_pattern(fact: str, before: str, 
     for text in (before + fact + after, noise + before + fact + fact + after, noise):
         expected = pattern.search(text) is not None
         assert fact_present(Fact(fact, 'value'), text) is expected, (fact, text)
+
+
+def test_facts_written_against_chinese_or_japanese_text_end_where_they_do() -> None:
+    """No space sets a path or name apart in Chinese or Japanese, and `\\w` matches their characters too: the path
+    read `migrate.py里面` (an identifier), so the judge missed it from a memento and fact retention counted a fact
+    that was never in the text."""
+    chinese = kinds('迁移脚本放在scripts/migrate.py里面，备份命令是pg_dump -Fc orders > orders.dump，用了十二分钟。')
+    japanese = kinds('移行スクリプトはscripts/migrate.pyにあり、コマンドはorders.dumpです。')
+    for facts in (chinese, japanese):
+        assert facts['scripts/migrate.py'] == 'path'
+        assert facts['orders.dump'] == 'identifier'
+        assert not any(re.search('[\u3040-\u309f\u4e00-\u9fff]', fact) for fact in facts)

@@ -47,8 +47,11 @@ __all__ = (
 _SPEAKER: Final = re.compile(r"^([A-Z][\w'.-]{0,30}(?: [A-Z][\w'.-]{0,30}){0,2}): (?=\S)")
 _FENCE: Final = re.compile(r'^[ \t]*(?:`{3,}|~{3,})', re.MULTILINE)
 _NOTE: Final = re.compile(r'\[[^\[\]\n]{3,400}\]')
-# A sentence ends at . ! or ? before a space, except after a title ("Dr. Smith" stays one sentence).
-_SENTENCE_END: Final = re.compile(r'(?<=[.!?])(?<!\bDr\.)(?<!\bMr\.)(?<!\bMs\.)(?<!\bMrs\.)(?<!\bSt\.)\s+|\n+')
+# A sentence ends at . ! or ? before a space, except after a title ("Dr. Smith" stays one sentence), and at a
+# Chinese or Japanese full stop, which no space follows.
+_SENTENCE_END: Final = re.compile(
+    r'(?<=[.!?])(?<!\bDr\.)(?<!\bMr\.)(?<!\bMs\.)(?<!\bMrs\.)(?<!\bSt\.)\s+|(?<=[\u3002\uff01\uff1f])\s*|\n+'
+)
 # Clauses a long sentence is cut at (a dash or a semicolon between two statements), and a leading address or
 # interjection ("Yeah, ", "Wow, Caroline, ") that is trimmed: both keep the words verbatim and save tokens.
 _CLAUSE: Final = re.compile(r'\s+[-\u2013\u2014]+\s+|;\s+')
