@@ -32,6 +32,3 @@ class LazyExports:
         value = getattr(importlib.import_module(module, self._package), name)
         self._namespace[name] = value
         return value
-
-    def __dir__(self) -> list[str]:
-        return sorted(self._module_of)
