@@ -7,7 +7,6 @@ import os
 import socket
 import sys
 
-from ..knowledge_graph.dense import BackgroundSync
 from ._commands import add_command
 from ._common import (
     CliError,
@@ -78,7 +77,10 @@ def _mcp(args: argparse.Namespace) -> int:
             else:
                 run_stdio(server)  # stdout is the protocol channel: nothing else may be printed there
         finally:
-            BackgroundSync.stop_all()  # embedding threads read the store: stopped before it closes
+            if embedding is not None:  # its embedding threads read the store: stopped before it closes
+                from ..knowledge_graph.dense import BackgroundSync
+
+                BackgroundSync.stop_all()
     return 0
 
 

@@ -19,18 +19,16 @@ from collections.abc import Awaitable, Callable, Iterator, Sequence
 from contextlib import contextmanager
 from dataclasses import asdict, dataclass
 from datetime import UTC, datetime
-from typing import Annotated, Any, Final, TypeVar
+from typing import TYPE_CHECKING, Annotated, Any, Final, TypeVar
 
 from mcp.server.mcpserver import MCPServer
 from mcp.server.mcpserver.exceptions import ToolError
 from mcp.types import CallToolResult, TextContent, ToolAnnotations
 from pydantic import Field
-from pydantic_ai.embeddings import EmbeddingModel
 
 from .._threads import StoreCalls
 from .._tokens import TokenizerUnavailableError
 from ..knowledge_graph import DEFAULT_NAMESPACE, PageRecord
-from ..knowledge_graph.dense import BackgroundSync, DenseIndex, embedding_model
 from ..knowledge_graph.recall import AmbiguousPageError, find_page, recall, render_recall, retrieve_page
 from ..knowledge_graph.store import (
     NEO4J_SCHEMES,
@@ -44,6 +42,11 @@ from ..knowledge_graph.store import (
     recover_chain,
 )
 from ..knowledge_graph.store._cypher import DEFAULT_QUERY_TIMEOUT, check_scope
+
+if TYPE_CHECKING:  # pydantic-ai's embeddings load only when a model is given: a server without one starts faster
+    from pydantic_ai.embeddings import EmbeddingModel
+
+    from ..knowledge_graph.dense import DenseIndex
 
 __all__ = ('OUTPUT_CHARS', 'MemoryScope', 'MemoryTools', 'create_server')
 
@@ -136,7 +139,11 @@ class MemoryTools:
         self.scope = scope or MemoryScope()
         self.sync_wait = sync_wait
         """Seconds a recall waits for the vectors to catch up before it answers with those embedded so far."""
-        self._background = None if dense is None else BackgroundSync(dense)
+        self._background = None
+        if dense is not None:
+            from ..knowledge_graph.dense import BackgroundSync
+
+            self._background = BackgroundSync(dense)
 
     @property
     def dense(self) -> DenseIndex | None:
@@ -499,7 +506,11 @@ def create_server(
 
     calls = StoreCalls(store_timeout)  # a bad value fails here, before anything starts
     scope = MemoryScope(namespace=namespace, session_id=session_id or None)
-    dense = None if embedding is None else DenseIndex(embedding_model(embedding), persist=store_vectors)
+    dense = None
+    if embedding is not None:
+        from ..knowledge_graph.dense import DenseIndex, embedding_model
+
+        dense = DenseIndex(embedding_model(embedding), persist=store_vectors)
     tools = MemoryTools(store, scope, dense)
     tools.warm_up()
     server: MCPServer[Any] = MCPServer(
