@@ -1,17 +1,35 @@
-"""Text helpers shared by the fact and entity extractors and the compressor."""
+"""Text helpers shared by the fact and entity extractors, the compressor, full-text search and recall."""
 
 from __future__ import annotations
 
 import re
 from typing import Final
 
-__all__ = ('IDEOGRAPHS', 'IDEOGRAPH_RUN', 'Blanks', 'cut_words', 'ideograph_runs_apart')
+__all__ = ('IDEOGRAPHS', 'IDEOGRAPH_RUN', 'UPPERCASE', 'Blanks', 'cut_words', 'ideograph_runs_apart')
 
 IDEOGRAPHS: Final = '\u3040-\u309f\u3400-\u4dbf\u4e00-\u9fff\uf900-\ufaff\U00020000-\U0003134f'
 """Han ideographs and Hiragana, as the body of a regular-expression class. Chinese and Japanese put no spaces
 between words, and Lucene's standard analyzer reads each of these characters as a word of its own (Katakana and
 Hangul runs it keeps whole, as FTS5 does)."""
 IDEOGRAPH_RUN: Final = re.compile(f'[{IDEOGRAPHS}]+')
+
+
+def _uppercase_class() -> str:
+    """The capital letters of every script (Unicode `isupper` over the Basic Multilingual Plane) as a character
+    class of ranges: `re` has no `\\p{Lu}`, and a name may begin with `É`, `Ł` or a Cyrillic capital, not only
+    `A`-`Z`."""
+    ranges: list[tuple[int, int]] = []
+    for code in range(0x10000):
+        if chr(code).isupper():
+            if ranges and ranges[-1][1] == code - 1:
+                ranges[-1] = (ranges[-1][0], code)
+            else:
+                ranges.append((code, code))
+    return ''.join(re.escape(chr(a)) if a == b else f'{re.escape(chr(a))}-{re.escape(chr(b))}' for a, b in ranges)
+
+
+UPPERCASE: Final = _uppercase_class()
+"""Every capital letter, as the body of a regular-expression class: a name starts with one in any alphabet."""
 
 
 def ideograph_runs_apart(text: str) -> str:

@@ -4,6 +4,7 @@ the judge exactly as the resolver derives them."""
 from __future__ import annotations
 
 import asyncio
+import re
 from dataclasses import replace
 from datetime import UTC, datetime, timedelta, timezone, tzinfo
 
@@ -276,3 +277,16 @@ def test_a_chinese_conversation_keeps_its_facts() -> None:
     assert result.verified
     assert 'scripts/migrate.py' in result.text and 'pg_dump' in result.text
     assert result.tokens < block.tokens
+
+
+def test_a_speaker_named_in_any_alphabet_labels_its_lines() -> None:
+    block = BlockInput.from_messages(
+        [
+            turn('user', "Élodie: J'ai inscrit ma fille à l'école Jules-Ferry, la rentrée est le 4 septembre.", 0),
+            turn('assistant', 'Øystein: Très bien! Nous partons à Oslo le 12 septembre avec le train de nuit.', 1),
+        ],
+        COUNTER,
+    )
+    memento = asyncio.run(MementoEngine().make_memento(block)).text
+    assert memento.startswith(('Élodie: ', 'Øystein: ')), memento
+    assert not re.search(r'^(?:user|assistant): ', memento, re.MULTILINE)

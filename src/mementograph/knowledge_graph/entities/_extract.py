@@ -34,7 +34,7 @@ from collections.abc import Iterable, Iterator, Sequence
 from dataclasses import dataclass
 from typing import Final
 
-from ..._text import IDEOGRAPHS, Blanks, ideograph_runs_apart
+from ..._text import IDEOGRAPHS, UPPERCASE, Blanks, ideograph_runs_apart
 from .._schema import EntityRecord, Mention
 from ..memory import (
     OBSERVATION_PREFIX,
@@ -157,21 +157,7 @@ _UNIT_NUMBER = re.compile(
 _QUOTED = re.compile(r'"([^"\n]{2,60})"|\u201c([^\u201d\n]{2,60})\u201d|(?<![\w])\'([^\'\n]{2,60})\'(?![\w])')
 
 
-def _uppercase_class() -> str:
-    """The capital letters of every script (Unicode `isupper` over the Basic Multilingual Plane) as a character
-    class of ranges: `re` has no `\\p{Lu}`, and a name may begin with `É`, `Ł` or a Cyrillic capital as well as `A`-`Z`."""
-    ranges: list[tuple[int, int]] = []
-    for code in range(0x10000):
-        if chr(code).isupper():
-            if ranges and ranges[-1][1] == code - 1:
-                ranges[-1] = (ranges[-1][0], code)
-            else:
-                ranges.append((code, code))
-    return ''.join(re.escape(chr(a)) if a == b else f'{re.escape(chr(a))}-{re.escape(chr(b))}' for a, b in ranges)
-
-
-_UPPER: Final = _uppercase_class()
-_NAME_TOKEN = rf"[{_UPPER}][\w'\u2019&.+-]*[\w+]"
+_NAME_TOKEN = rf"[{UPPERCASE}][\w'\u2019&.+-]*[\w+]"
 _NAME = re.compile(
     rf"(?<![\w'\u2019])((?:(?:Mr|Mrs|Ms|Dr|Prof|St)\.\s+)?{_NAME_TOKEN}"
     rf'(?:\s+(?:(?:of|the|de|del|da|van|von|la|le|and|&)\s+)?{_NAME_TOKEN})*)'
@@ -210,15 +196,16 @@ _OPENERS: Final = frozenset(
     ]
 )
 _LETTER: Final = rf'[^\W\d_{IDEOGRAPHS}]'
-_SMALL_LETTER: Final = rf'[^\W\d_{_UPPER}{IDEOGRAPHS}]'
+_SMALL_LETTER: Final = rf'[^\W\d_{UPPERCASE}{IDEOGRAPHS}]'
 _WORD = re.compile(
-    rf"(?<![\w'\u2019])(?:{_LETTER}['\u2019](?={_LETTER}))?({_LETTER}{_SMALL_LETTER}+(?:['\u2019]{_SMALL_LETTER}+)?)(?![\w])"
+    rf"(?<![\w'\u2019])(?:{_LETTER}['\u2019](?={_LETTER}))?"  # an elided article: l', d'
+    rf"({_LETTER}{_SMALL_LETTER}+(?:['\u2019]{_SMALL_LETTER}+)?)(?![\w])"
 )
 """A plain word of any alphabet (group 1): a letter, then small letters (`café`, `зима`, `Flughafen`), after an
 elided article or pronoun (`l'école`, `d'accord`: `école`, `accord`). Han and Hiragana text is not made of such
 words (full-text search reads it a character at a time)."""
 _SENTENCE_START = re.compile(r'(?:^|[.!?:]["\')\]]?\s+|^\s*[-*>]\s+|\n\s*)$')
-_SPEAKER = re.compile(r'^\s*([A-Z][\w.-]*(?: [A-Z][\w.-]*)?):\s', re.MULTILINE)
+_SPEAKER = re.compile(rf'^\s*([{UPPERCASE}][\w.-]*(?: [{UPPERCASE}][\w.-]*)?):\s', re.MULTILINE)
 _TITLES: Final = frozenset({'mr', 'mrs', 'ms', 'dr', 'prof', 'sir', 'madam', 'aunt', 'uncle', 'grandma', 'grandpa'})
 _ORG_WORDS: Final = frozenset(
     [

@@ -29,6 +29,7 @@ from typing import Final
 from pydantic_ai.messages import ModelMessage, ModelResponse, SystemPromptPart, TextPart, UserPromptPart
 
 from ..._messages import without_surrogates
+from ..._text import UPPERCASE
 from ..._transcripts import split_bash_action
 from ._block import BlockInput
 from ._dates import MONTHS, TimeZone, anchor_text, find_anchors, in_zone
@@ -44,7 +45,7 @@ __all__ = (
     'strip_derived_anchors',
 )
 
-_SPEAKER: Final = re.compile(r"^([A-Z][\w'.-]{0,30}(?: [A-Z][\w'.-]{0,30}){0,2}): (?=\S)")
+_SPEAKER: Final = re.compile(rf"^([{UPPERCASE}][\w'.-]{{0,30}}(?: [{UPPERCASE}][\w'.-]{{0,30}}){{0,2}}): (?=\S)")
 _FENCE: Final = re.compile(r'^[ \t]*(?:`{3,}|~{3,})', re.MULTILINE)
 _NOTE: Final = re.compile(r'\[[^\[\]\n]{3,400}\]')
 # A sentence ends at . ! or ? before a space, except after a title ("Dr. Smith" stays one sentence), and at a

@@ -178,8 +178,9 @@ def fts_terms(query: str) -> list[str]:
     """Split a free-text query into literal search terms (never interpreted as query syntax).
 
     A run of Han ideographs or Hiragana (a Chinese or Japanese phrase has no spaces to split at) becomes its
-    overlapping pairs, `数据库` -> `数据`, `据库`, each searched as a phrase of two characters: the pairs a passage
-    shares with the query rank it, as a bigram index would, with no dictionary. A lone character is itself.
+    overlapping pairs, `数据库` -> `数据`, `据库`, each searched as a phrase of two characters: the pairs a
+    passage shares with the query rank it, as a bigram index would, with no dictionary. A lone character is
+    itself.
     """
     terms: list[str] = []
     for match in _WORD.findall(query):
