@@ -29,7 +29,7 @@ from typing import Final
 from pydantic_ai.messages import ModelMessage, ModelResponse, SystemPromptPart, TextPart, UserPromptPart
 
 from ..._messages import without_surrogates
-from ..._text import UPPERCASE
+from ..._text import IDEOGRAPH_RUN, IDEOGRAPHS, UPPERCASE
 from ..._transcripts import split_bash_action
 from ._block import BlockInput
 from ._dates import MONTHS, TimeZone, anchor_text, find_anchors, in_zone
@@ -55,7 +55,7 @@ _SENTENCE_END: Final = re.compile(
 )
 # Clauses a long sentence is cut at (a dash or a semicolon between two statements), and a leading address or
 # interjection ("Yeah, ", "Wow, Caroline, ") that is trimmed: both keep the words verbatim and save tokens.
-_CLAUSE: Final = re.compile(r'\s+[-\u2013\u2014]+\s+|;\s+')
+_CLAUSE: Final = re.compile(r'\s+[-\u2013\u2014]+\s+|;\s+|(?<=[\uff0c\uff1b\u3001])')
 _LEAD: Final = re.compile(r"^(?:[A-Za-z'\u2019]+(?: [A-Za-z'\u2019]+)?[,!]\s+)+")
 # What a sentence's new words are worth: 1 each, more for a name or number and most for an absolute date (what
 # temporal questions ask for), less in a photo caption (a generic description of an image) or a question.
@@ -71,7 +71,8 @@ _UNIT_COST: Final = 10
 """Tokens added to a sentence's own when ranking by gain per token: favours one full statement over scraps."""
 _FIRST_SLACK: Final = 2.0
 """The first sentence may take this multiple of the budget (a short block's one statement can exceed it)."""
-_WORD: Final = re.compile(r"[A-Za-z][A-Za-z'\u2019-]*|\d[\d,.:/%]*")
+_WORD: Final = re.compile(rf"[{IDEOGRAPHS}]+|[^\W\d_{IDEOGRAPHS}](?:[^\W\d_{IDEOGRAPHS}]|['\u2019-])*|\d[\d,.:/%]*")
+"""A word of any alphabet, a number, or a run of Han and Hiragana (weighed by its pairs of characters)."""
 _ANCHOR_SHAPE: Final = re.compile(
     rf'\((?:\w+ \w+ (?:before|after|of) )?(?:\d{{1,2}} )?(?:(?:{"|".join(MONTHS)}) )?\d{{4}}\)', re.IGNORECASE
 )
@@ -297,6 +298,10 @@ def _weights(text: str, names: set[str]) -> dict[str, float]:
     plain = _ANCHOR_SHAPE.sub(' ', text)
     for position, match in enumerate(_WORD.finditer(plain)):
         word = match.group(0).strip("'\u2019-.,")
+        if IDEOGRAPH_RUN.fullmatch(word):  # no spaces to find words at: each pair of characters counts, as in search
+            for pair in {word[i : i + 2] for i in range(max(1, len(word) - 1))}:
+                weights[pair] = max(weights.get(pair, 0.0), 1.0)
+            continue
         lowered = word.lower()
         if not word or lowered in _STOP or lowered in _GENERIC or _is_name(word, names):
             continue

@@ -78,7 +78,7 @@ from collections.abc import Iterable, Iterator
 from dataclasses import dataclass
 from typing import Final, Literal
 
-from ..._text import Blanks, ideograph_runs_apart
+from ..._text import IDEOGRAPH_RUN, Blanks, ideograph_runs_apart
 from ._regions import Region, parse_regions
 
 __all__ = (
@@ -603,18 +603,25 @@ def _is_word_char(char: str) -> bool:
     return char.isalnum() or char == '_'  # what `re`'s `\w` matches
 
 
+def _continues(edge: str, neighbour: str) -> bool:
+    """Whether `neighbour` continues the word that ends (or starts) with `edge`: both are word characters, and both
+    or neither are Han or Hiragana, which Chinese and Japanese write against other words with no space between."""
+    return _is_word_char(neighbour) and bool(IDEOGRAPH_RUN.match(edge)) == bool(IDEOGRAPH_RUN.match(neighbour))
+
+
 def _verbatim_in(fact_text: str, text: str) -> bool:
     """Whether `fact_text` occurs in `text` at word boundaries (a word character at either end of the fact must not
     continue a word of `text`); `str.find`, since a pattern with a look-behind is tried at every position."""
-    bounded_start = _is_word_char(fact_text[:1])
+    first, last = fact_text[:1], fact_text[-1:]
+    bounded_start = _is_word_char(first)
     # a fact of the full length may be a word cut at the limit (`_cut`): it ends where the cut did
-    bounded_end = _is_word_char(fact_text[-1:]) and len(fact_text) < MAX_FACT_CHARS
+    bounded_end = _is_word_char(last) and len(fact_text) < MAX_FACT_CHARS
     width = len(fact_text)
     start = text.find(fact_text)
     while start >= 0:
         end = start + width
-        if not (bounded_start and start > 0 and _is_word_char(text[start - 1])) and not (
-            bounded_end and end < len(text) and _is_word_char(text[end])
+        if not (bounded_start and start > 0 and _continues(first, text[start - 1])) and not (
+            bounded_end and end < len(text) and _continues(last, text[end])
         ):
             return True
         start = text.find(fact_text, start + 1)
