@@ -1,5 +1,9 @@
-"""Recall in other languages: one short exchange each in Chinese, Japanese, Korean, German, French, Russian and
-English, and queries that name a word of one of them; which method finds that exchange first.
+"""Recall and mementos in other languages.
+
+Recall: one short exchange each in Chinese, Japanese, Korean, German, French, Russian and English, and queries that
+name a word of one of them; which method finds that exchange first. Mementos: the same planning exchange (a path,
+a command, durations) in Chinese, Japanese, German and English through the memento engine; the memento's size
+against its block's, and whether it keeps the path.
 
 Usage:
     TIKTOKEN_CACHE_DIR=... .venv/bin/python scripts/bench/languages.py [--store URI] [--namespace NS]
@@ -7,21 +11,25 @@ Usage:
 The store (default: a new SQLite file in a temporary directory) gets the exchanges as blocks of one session of
 `--namespace`, with the entities the extractor finds in them, as the compactor writes them; an existing session of
 that name is deleted first. A query is a hit for a method when that method's first result is the exchange it was
-written from. Prints a table and, on the last line, JSON: per method the hits out of the queries, and each miss.
+written from. Prints tables and, on the last line, JSON: per method the hits out of the queries, each miss, and
+each language's memento.
 """
 
 from __future__ import annotations
 
 import argparse
+import asyncio
 import json
 import tempfile
+from datetime import UTC, datetime
 from pathlib import Path
 
 from pydantic_ai.messages import ModelRequest, ModelResponse, TextPart, UserPromptPart
 
+from mementograph._tokens import TokenCounter
 from mementograph.knowledge_graph import BlockRecord, Eviction
 from mementograph.knowledge_graph.entities import mentions_for
-from mementograph.knowledge_graph.memory import render_block
+from mementograph.knowledge_graph.memory import BlockInput, MementoEngine, render_block
 from mementograph.knowledge_graph.recall import recall
 from mementograph.knowledge_graph.store import open_store
 
@@ -56,6 +64,61 @@ QUERIES = {
     'retry loop': 7,
 }
 METHODS = ('graph', 'bm25', 'fused')
+PLANNING = {
+    'zh': (
+        '我们昨天讨论了数据库迁移的问题。我觉得应该先备份所有的订单数据，然后再把表结构改成新的格式。'
+        '迁移脚本放在scripts/migrate.py里面，运行时间大约需要四十分钟。',
+        '好的，我同意先备份。备份命令是pg_dump -Fc orders > orders.dump，我已经在测试环境上试过了，一共用了十二分钟。'
+        '下周一上午十点我们再开会确认最终的上线时间。',
+    ),
+    'ja': (
+        '昨日はデータベースの移行について話しました。まず全ての注文データをバックアップしてから、'
+        'テーブル構造を新しい形式に変更すべきだと思います。移行スクリプトはscripts/migrate.pyにあり、実行に約四十分かかります。',
+        'わかりました。バックアップのコマンドはpg_dump -Fc orders > orders.dumpで、テスト環境で試したところ十二分かかりました。'
+        '来週の月曜日の午前十時にリリース日を確認しましょう。',
+    ),
+    'de': (
+        'Gestern haben wir über die Migration der Datenbank gesprochen. Ich denke, wir sollten zuerst alle '
+        'Bestelldaten sichern und dann das Tabellenschema ändern. Das Skript liegt in scripts/migrate.py und läuft '
+        'etwa vierzig Minuten.',
+        'Einverstanden. Der Befehl für das Backup ist pg_dump -Fc orders > orders.dump, ich habe ihn in der '
+        'Testumgebung ausprobiert, er brauchte zwölf Minuten. Nächsten Montag um zehn Uhr besprechen wir den '
+        'Starttermin.',
+    ),
+    'en': (
+        'Yesterday we talked about the database migration. I think we should first back up all the order data and '
+        'then change the table schema. The script is in scripts/migrate.py and runs for about forty minutes.',
+        'Agreed. The backup command is pg_dump -Fc orders > orders.dump, I tried it in the test environment, it took '
+        'twelve minutes. Next Monday at ten we confirm the release date.',
+    ),
+}
+
+
+def mementos() -> dict[str, dict[str, object]]:
+    """Each language's planning exchange through the memento engine (extractive compressor, rubric judge)."""
+    counter, engine, stamp = TokenCounter(), MementoEngine(), datetime(2024, 5, 7, 10, tzinfo=UTC)
+    out: dict[str, dict[str, object]] = {}
+    print(f'\n{"language":<9} {"block":>6} {"memento":>8} {"ratio":>6} {"verified":>9} {"path kept":>10}')
+    for language, (user, answer) in PLANNING.items():
+        messages = [
+            ModelRequest(parts=[UserPromptPart(user, timestamp=stamp)]),
+            ModelResponse(parts=[TextPart(answer)], timestamp=stamp),
+        ]
+        block = BlockInput.from_messages(messages, counter)
+        result = asyncio.run(engine.make_memento(block))
+        row = {
+            'block_tokens': block.tokens,
+            'memento_tokens': result.tokens,
+            'verified': result.verified,
+            'path_kept': 'scripts/migrate.py' in result.text,
+            'memento': result.text,
+        }
+        out[language] = row
+        print(
+            f'{language:<9} {block.tokens:>6} {result.tokens:>8} {result.tokens / block.tokens:>6.2f} '
+            f'{result.verified!s:>9} {row["path_kept"]!s:>10}'
+        )
+    return out
 
 
 def main() -> None:
@@ -97,7 +160,8 @@ def main() -> None:
             store.delete_session('s1', namespace=args.namespace)
         finally:
             store.close()
-    print(json.dumps({'queries': len(QUERIES), 'hits': hits, 'misses': misses}, ensure_ascii=False))
+    made = mementos()
+    print(json.dumps({'queries': len(QUERIES), 'hits': hits, 'misses': misses, 'mementos': made}, ensure_ascii=False))
 
 
 if __name__ == '__main__':
