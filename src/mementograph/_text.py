@@ -2,10 +2,11 @@
 
 from __future__ import annotations
 
+import functools
 import re
 from typing import Final
 
-__all__ = ('IDEOGRAPHS', 'IDEOGRAPH_RUN', 'UPPERCASE', 'Blanks', 'cut_words', 'ideograph_runs_apart')
+__all__ = ('IDEOGRAPHS', 'IDEOGRAPH_RUN', 'Blanks', 'character_pairs', 'cut_words', 'ideograph_runs_apart', 'uppercase')
 
 IDEOGRAPHS: Final = '\u3040-\u309f\u3400-\u4dbf\u4e00-\u9fff\uf900-\ufaff\U00020000-\U0003134f'
 """Han ideographs and Hiragana, as the body of a regular-expression class. Chinese and Japanese put no spaces
@@ -14,10 +15,12 @@ Hangul runs it keeps whole, as FTS5 does)."""
 IDEOGRAPH_RUN: Final = re.compile(f'[{IDEOGRAPHS}]+')
 
 
-def _uppercase_class() -> str:
-    """The capital letters of every script (Unicode `isupper` over the Basic Multilingual Plane) as a character
+@functools.cache
+def uppercase() -> str:
+    """Every capital letter (Unicode `isupper` over the Basic Multilingual Plane) as the body of a regular-expression
     class of ranges: `re` has no `\\p{Lu}`, and a name may begin with `É`, `Ł` or a Cyrillic capital, not only
-    `A`-`Z`."""
+    `A`-`Z`. Built when first asked for (~6 ms), by the extractors that compile it into their patterns, not by
+    every process that imports this module."""
     ranges: list[tuple[int, int]] = []
     for code in range(0x10000):
         if chr(code).isupper():
@@ -28,8 +31,10 @@ def _uppercase_class() -> str:
     return ''.join(re.escape(chr(a)) if a == b else f'{re.escape(chr(a))}-{re.escape(chr(b))}' for a, b in ranges)
 
 
-UPPERCASE: Final = _uppercase_class()
-"""Every capital letter, as the body of a regular-expression class: a name starts with one in any alphabet."""
+def character_pairs(run: str) -> list[str]:
+    """The overlapping pairs of characters of a run of Han or Hiragana (`数据库` -> `数据`, `据库`), or the run when it is
+    one character: how full-text search and a dialogue memento's weights read text that has no spaces."""
+    return [run] if len(run) < 2 else [run[i : i + 2] for i in range(len(run) - 1)]
 
 
 def ideograph_runs_apart(text: str) -> str:

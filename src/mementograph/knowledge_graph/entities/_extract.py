@@ -34,7 +34,7 @@ from collections.abc import Iterable, Iterator, Sequence
 from dataclasses import dataclass
 from typing import Final
 
-from ..._text import IDEOGRAPHS, UPPERCASE, Blanks, ideograph_runs_apart
+from ..._text import IDEOGRAPHS, Blanks, ideograph_runs_apart, uppercase
 from .._schema import EntityRecord, Mention
 from ..memory import (
     OBSERVATION_PREFIX,
@@ -157,7 +157,7 @@ _UNIT_NUMBER = re.compile(
 _QUOTED = re.compile(r'"([^"\n]{2,60})"|\u201c([^\u201d\n]{2,60})\u201d|(?<![\w])\'([^\'\n]{2,60})\'(?![\w])')
 
 
-_NAME_TOKEN = rf"[{UPPERCASE}][\w'\u2019&.+-]*[\w+]"
+_NAME_TOKEN = rf"[{uppercase()}][\w'\u2019&.+-]*[\w+]"
 _NAME = re.compile(
     rf"(?<![\w'\u2019])((?:(?:Mr|Mrs|Ms|Dr|Prof|St)\.\s+)?{_NAME_TOKEN}"
     rf'(?:\s+(?:(?:of|the|de|del|da|van|von|la|le|and|&)\s+)?{_NAME_TOKEN})*)'
@@ -196,7 +196,7 @@ _OPENERS: Final = frozenset(
     ]
 )
 _LETTER: Final = rf'[^\W\d_{IDEOGRAPHS}]'
-_SMALL_LETTER: Final = rf'[^\W\d_{UPPERCASE}{IDEOGRAPHS}]'
+_SMALL_LETTER: Final = rf'[^\W\d_{uppercase()}{IDEOGRAPHS}]'
 _WORD = re.compile(
     rf"(?<![\w'\u2019])(?:{_LETTER}['\u2019](?={_LETTER}))?"  # an elided article: l', d'
     rf"({_LETTER}{_SMALL_LETTER}+(?:['\u2019]{_SMALL_LETTER}+)?)(?![\w])"
@@ -205,7 +205,7 @@ _WORD = re.compile(
 elided article or pronoun (`l'école`, `d'accord`: `école`, `accord`). Han and Hiragana text is not made of such
 words (full-text search reads it a character at a time)."""
 _SENTENCE_START = re.compile(r'(?:^|[.!?:]["\')\]]?\s+|^\s*[-*>]\s+|\n\s*)$')
-_SPEAKER = re.compile(rf'^\s*([{UPPERCASE}][\w.-]*(?: [{UPPERCASE}][\w.-]*)?):\s', re.MULTILINE)
+_SPEAKER = re.compile(rf'^\s*([{uppercase()}][\w.-]*(?: [{uppercase()}][\w.-]*)?):\s', re.MULTILINE)
 _TITLES: Final = frozenset({'mr', 'mrs', 'ms', 'dr', 'prof', 'sir', 'madam', 'aunt', 'uncle', 'grandma', 'grandpa'})
 _ORG_WORDS: Final = frozenset(
     [

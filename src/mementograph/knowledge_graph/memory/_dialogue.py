@@ -29,7 +29,7 @@ from typing import Final
 from pydantic_ai.messages import ModelMessage, ModelResponse, SystemPromptPart, TextPart, UserPromptPart
 
 from ..._messages import without_surrogates
-from ..._text import IDEOGRAPH_RUN, IDEOGRAPHS, UPPERCASE
+from ..._text import IDEOGRAPH_RUN, IDEOGRAPHS, character_pairs, uppercase
 from ..._transcripts import split_bash_action
 from ._block import BlockInput
 from ._dates import MONTHS, TimeZone, anchor_text, find_anchors, in_zone
@@ -45,7 +45,7 @@ __all__ = (
     'strip_derived_anchors',
 )
 
-_SPEAKER: Final = re.compile(rf"^([{UPPERCASE}][\w'.-]{{0,30}}(?: [{UPPERCASE}][\w'.-]{{0,30}}){{0,2}}): (?=\S)")
+_SPEAKER: Final = re.compile(rf"^([{uppercase()}][\w'.-]{{0,30}}(?: [{uppercase()}][\w'.-]{{0,30}}){{0,2}}): (?=\S)")
 _FENCE: Final = re.compile(r'^[ \t]*(?:`{3,}|~{3,})', re.MULTILINE)
 _NOTE: Final = re.compile(r'\[[^\[\]\n]{3,400}\]')
 # A sentence ends at . ! or ? before a space, except after a title ("Dr. Smith" stays one sentence), and at a
@@ -299,7 +299,7 @@ def _weights(text: str, names: set[str]) -> dict[str, float]:
     for position, match in enumerate(_WORD.finditer(plain)):
         word = match.group(0).strip("'\u2019-.,")
         if IDEOGRAPH_RUN.fullmatch(word):  # no spaces to find words at: each pair of characters counts, as in search
-            for pair in {word[i : i + 2] for i in range(max(1, len(word) - 1))}:
+            for pair in character_pairs(word):
                 weights[pair] = max(weights.get(pair, 0.0), 1.0)
             continue
         lowered = word.lower()

@@ -7,7 +7,7 @@ from collections.abc import Mapping, Sequence
 from dataclasses import replace
 from datetime import UTC, datetime
 
-from ..._text import IDEOGRAPH_RUN, IDEOGRAPHS
+from ..._text import IDEOGRAPH_RUN, IDEOGRAPHS, character_pairs
 from .._schema import DEFAULT_NAMESPACE, BlockRecord, Mention, PageRecord, SessionEvent
 from ._errors import BlockIntegrityError, LogConflictError, NotFoundError, PageConflictError
 from ._protocol import GraphStore, RecoveredBlock
@@ -18,6 +18,7 @@ __all__ = (
     'check_mention_sources',
     'check_page',
     'fts_terms',
+    'has_ideographs',
     'is_prefix_term',
     'log_conflict',
     'missing_sources',
@@ -144,6 +145,11 @@ _SEPARATORS = re.compile(r'[\W_]+')
 _ASCII_SEPARATORS = str.maketrans({chr(code): ' ' for code in range(128) if not chr(code).isalnum()})
 
 
+def has_ideographs(text: str) -> bool:
+    """Whether `text` holds a Han ideograph or Hiragana character (what `spaced_ideographs` changes)."""
+    return not text.isascii() and _IDEOGRAPH.search(text) is not None
+
+
 def spaced_ideographs(text: str) -> str:
     """`text` with a space on each side of every Han ideograph and Hiragana character, so that FTS5's `unicode61`,
     which reads a run of them as one word (a whole Chinese sentence is one token), reads each as a word, as Lucene
@@ -184,10 +190,7 @@ def fts_terms(query: str) -> list[str]:
     """
     terms: list[str] = []
     for match in _WORD.findall(query):
-        for piece in IDEOGRAPH_RUN.split(match) if not match.isascii() else (match,):
-            term = piece.strip('.-/')
-            if term:
-                terms.append(term)
-        for run in IDEOGRAPH_RUN.findall(match) if not match.isascii() else ():
-            terms.extend([run] if len(run) == 1 else [run[i : i + 2] for i in range(len(run) - 1)])
+        terms += [term for piece in IDEOGRAPH_RUN.split(match) if (term := piece.strip('.-/'))]
+        for run in IDEOGRAPH_RUN.findall(match):
+            terms += character_pairs(run)
     return terms

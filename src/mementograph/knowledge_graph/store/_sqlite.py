@@ -40,6 +40,7 @@ from ._base import (
     check_mention_sources,
     check_page,
     fts_terms,
+    has_ideographs,
     is_prefix_term,
     log_conflict,
     missing_sources,
@@ -365,10 +366,12 @@ def _migrate_from_7(conn: sqlite3.Connection) -> None:
     them as one word, so no search found a word inside a Chinese or Japanese sentence. The text is read from the
     index itself (no block is decoded), and documents without such characters are not rewritten."""
     conn.create_function('mementograph_spaced', 1, spaced_ideographs, deterministic=True)
+    conn.create_function('mementograph_has_ideographs', 1, has_ideographs, deterministic=True)
     try:
-        conn.execute('UPDATE text_fts SET text = mementograph_spaced(text) WHERE text <> mementograph_spaced(text)')
+        conn.execute('UPDATE text_fts SET text = mementograph_spaced(text) WHERE mementograph_has_ideographs(text)')
     finally:
         conn.create_function('mementograph_spaced', 1, None)
+        conn.create_function('mementograph_has_ideographs', 1, None)
     conn.execute("UPDATE meta SET value = ? WHERE key = 'format'", (FORMAT,))
 
 
