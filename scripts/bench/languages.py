@@ -3,7 +3,8 @@
 Recall: one short exchange each in Chinese, Japanese, Korean, German, French, Russian and English, and queries that
 name a word of one of them; which method finds that exchange first. Mementos: the same planning exchange (a path,
 a command, durations) in Chinese, Japanese, German and English through the memento engine; the memento's size
-against its block's, and whether it keeps the path.
+against its block's, and whether it keeps the path. Page topics: five blocks of one working session in German,
+French, Spanish and English closed as one page (`pages_for_eviction`), and which of its topics are function words.
 
 Usage:
     TIKTOKEN_CACHE_DIR=... .venv/bin/python scripts/bench/languages.py [--store URI] [--namespace NS]
@@ -30,7 +31,7 @@ from mementograph._tokens import TokenCounter
 from mementograph.knowledge_graph import BlockRecord, Eviction
 from mementograph.knowledge_graph.entities import mentions_for
 from mementograph.knowledge_graph.memory import BlockInput, MementoEngine, render_block
-from mementograph.knowledge_graph.recall import recall
+from mementograph.knowledge_graph.recall import PagePolicy, pages_for_eviction, recall
 from mementograph.knowledge_graph.store import open_store
 
 EXCHANGES = [
@@ -92,6 +93,87 @@ PLANNING = {
         'twelve minutes. Next Monday at ten we confirm the release date.',
     ),
 }
+
+SESSIONS = {
+    'de': (
+        'Wir haben heute die Datenbank auf den neuen Server migriert, und das Skript scripts/migrate.py lief zwölf '
+        'Minuten.',
+        'Die Tabelle der Bestellungen ist jetzt doppelt so groß, weil wir die alten Einträge nicht gelöscht haben.',
+        'Ich habe den Index auf der Spalte kunden_id neu gebaut, aber die Abfrage ist immer noch langsam.',
+        'Kannst du bitte prüfen, ob der Cronjob für die Sicherung noch läuft? Ich sehe keine neuen Dateien.',
+        'Der Cronjob lief nicht, weil das Passwort für den Sicherungsbenutzer abgelaufen war.',
+    ),
+    'fr': (
+        'Nous avons migré la base de données vers le nouveau serveur, et le script scripts/migrate.py a tourné douze '
+        'minutes.',
+        "La table des commandes est maintenant deux fois plus grande, car nous n'avons pas supprimé les anciennes "
+        'lignes.',
+        "J'ai reconstruit l'index sur la colonne client_id, mais la requête est toujours lente.",
+        'Peux-tu vérifier si la tâche cron de sauvegarde tourne encore ? Je ne vois pas de nouveaux fichiers.',
+        "La tâche cron ne tournait pas, parce que le mot de passe de l'utilisateur de sauvegarde avait expiré.",
+    ),
+    'es': (
+        'Hoy hemos migrado la base de datos al nuevo servidor, y el script scripts/migrate.py tardó doce minutos.',
+        'La tabla de pedidos ahora es el doble de grande, porque no hemos borrado los registros antiguos.',
+        'He reconstruido el índice sobre la columna cliente_id, pero la consulta todavía es lenta.',
+        '¿Puedes comprobar si la tarea cron de la copia de seguridad sigue funcionando? No veo archivos nuevos.',
+        'La tarea cron no funcionaba porque la contraseña del usuario de copias había caducado.',
+    ),
+    'en': (
+        'Today we migrated the database to the new server, and the script scripts/migrate.py ran for twelve minutes.',
+        'The orders table is now twice as large, because we did not delete the old rows.',
+        'I rebuilt the index on the customer_id column, but the query is still slow.',
+        'Can you check whether the backup cron job is still running? I see no new files.',
+        'The cron job did not run because the password of the backup user had expired.',
+    ),
+}
+
+
+def _words(text: str) -> frozenset[str]:
+    return frozenset(text.split())
+
+
+FUNCTION_WORDS = {
+    'de': _words('aber als auf aus das dass den der die ein eine für haben ich ist mit nicht noch und war weil wir'),
+    'fr': _words('avec avons car des est les mais nous pas plus que qui sur une vous'),
+    'es': _words('ahora como con del este hemos las los más para pero por porque que una'),
+    'en': _words('and because but did the was what when with'),
+}
+"""The function words a topic must not be: the language's commonest, fixed here so that any version of the code is
+measured against the same list."""
+
+
+def page_topics() -> dict[str, dict[str, object]]:
+    """Each language's session closed as one page: its topics, and those that are function words."""
+    out: dict[str, dict[str, object]] = {}
+    print(f'\n{"language":<9} {"function words":>15}  topics')
+    for language, texts in SESSIONS.items():
+        store = open_store('memory://')
+        try:
+            blocks = []
+            for seq, text in enumerate(texts):
+                messages = [ModelRequest(parts=[UserPromptPart(text)])]
+                blocks.append(
+                    BlockRecord.from_messages(
+                        messages, session_id='s1', seq=seq, tokens=40, text=render_block(messages)
+                    )
+                )
+            mentions = tuple(mention for block in blocks for mention in mentions_for(block.id, block.text))
+            pages = pages_for_eviction(
+                store,
+                session_id='s1',
+                blocks=blocks,
+                mementos=(),
+                mentions=mentions,
+                policy=PagePolicy(blocks_per_page=len(blocks)),
+            )
+        finally:
+            store.close()
+        topics = list(pages[0].topics)
+        function = [topic for topic in topics if topic.lower() in FUNCTION_WORDS[language]]
+        out[language] = {'topics': topics, 'function_words': function}
+        print(f'{language:<9} {len(function):>11}/{len(topics)}  {", ".join(topics)}')
+    return out
 
 
 def mementos() -> dict[str, dict[str, object]]:
@@ -161,7 +243,9 @@ def main() -> None:
         finally:
             store.close()
     made = mementos()
-    print(json.dumps({'queries': len(QUERIES), 'hits': hits, 'misses': misses, 'mementos': made}, ensure_ascii=False))
+    topics = page_topics()
+    summary = {'queries': len(QUERIES), 'hits': hits, 'misses': misses, 'mementos': made, 'page_topics': topics}
+    print(json.dumps(summary, ensure_ascii=False))
 
 
 if __name__ == '__main__':

@@ -6,7 +6,16 @@ import functools
 import re
 from typing import Final
 
-__all__ = ('IDEOGRAPHS', 'IDEOGRAPH_RUN', 'Blanks', 'character_pairs', 'cut_words', 'ideograph_runs_apart', 'uppercase')
+__all__ = (
+    'IDEOGRAPHS',
+    'IDEOGRAPH_RUN',
+    'Blanks',
+    'character_pairs',
+    'cut_words',
+    'ideograph_runs_apart',
+    'uppercase',
+    'without_particle',
+)
 
 IDEOGRAPHS: Final = '\u3040-\u309f\u3400-\u4dbf\u4e00-\u9fff\uf900-\ufaff\U00020000-\U0003134f'
 """Han ideographs and Hiragana, as the body of a regular-expression class. Chinese and Japanese put no spaces
@@ -35,6 +44,31 @@ def character_pairs(run: str) -> list[str]:
     """The overlapping pairs of characters of a run of Han or Hiragana (`数据库` -> `数据`, `据库`), or the run when it is
     one character: how full-text search and a dialogue memento's weights read text that has no spaces."""
     return [run] if len(run) < 2 else [run[i : i + 2] for i in range(len(run) - 1)]
+
+
+_HANGUL_WORD: Final = re.compile('[\uac00-\ud7a3]{3,}')
+_PARTICLES: Final = tuple(
+    sorted(
+        """에서는 에게서 으로는 에서 에게 한테 께서 으로 부터 까지 처럼 보다 마다 이나 이랑 하고 와 과 은 는 이 가 을 를 의 에 로
+        도 만 랑""".split(),
+        key=len,
+        reverse=True,
+    )
+)
+"""Korean particles, which are written onto the noun they follow (`서울에서`, "in Seoul"), longest first."""
+
+
+def without_particle(word: str) -> str:
+    """A Korean word without the particle written onto it (`서울에서` -> `서울`, `회의가` -> `회의`) when two syllables
+    or more remain, so that one noun is one entity and one search term whatever particle it carries; any other word
+    as it is. A noun that ends like a particle (`고양이`, "cat") loses that syllable the same way wherever it is read,
+    so it still meets itself."""
+    if not _HANGUL_WORD.fullmatch(word):
+        return word
+    for particle in _PARTICLES:
+        if word.endswith(particle) and len(word) - len(particle) >= 2:
+            return word[: -len(particle)]
+    return word
 
 
 def ideograph_runs_apart(text: str) -> str:

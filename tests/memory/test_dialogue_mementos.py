@@ -292,3 +292,25 @@ def test_a_speaker_named_in_any_alphabet_labels_its_lines() -> None:
     memento = asyncio.run(MementoEngine().make_memento(block)).text
     assert memento.startswith(('Élodie: ', 'Øystein: ')), memento
     assert not re.search(r'^(?:user|assistant): ', memento, re.MULTILINE)
+
+
+def test_function_words_of_another_language_weigh_nothing() -> None:
+    """A French sentence of function words (`je`, `elle`, `avec`, `nous`, `mais`) counted as many new words as one
+    that states a fact; they now weigh nothing, as English ones do, so the fact is what the memento keeps."""
+    block = BlockInput.from_messages(
+        [
+            turn('user', 'Camille: Salut Hugo, tu as des nouvelles de ta sœur pour samedi soir ?', 0),
+            turn(
+                'assistant',
+                'Hugo: Je ne sais pas si elle est avec nous ou avec eux, mais nous verrons bien. '
+                'Le chauffe-eau du garage fuit, le plombier passe jeudi matin.',
+                1,
+            ),
+            turn('user', "Camille: D'accord, merci beaucoup pour ton aide, à bientôt !", 2),
+        ],
+        COUNTER,
+    )
+    result = asyncio.run(MementoEngine().make_memento(block))
+    assert result.verified
+    assert 'le plombier passe jeudi matin' in result.text
+    assert 'nous verrons bien' not in result.text

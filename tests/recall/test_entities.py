@@ -226,3 +226,9 @@ def test_line_numbers_are_not_years() -> None:
         f'[call bash]\nnl -ba report.py\n[return bash]\n{listing}\n{grep}\n[assistant]\nWritten in 2023: it ran 1999 times.'
     )
     assert {key for key in keys if key.startswith('date:')} == {'date:2023', 'date:1999'}
+
+
+def test_a_korean_noun_is_one_entity_whatever_particle_it_carries() -> None:
+    keys = set(keys_of('서울에서 회의가 있습니다. 회의를 마치고 서울로 돌아갑니다.'))
+    assert {'concept:서울', 'concept:회의'} <= keys
+    assert not {'concept:서울에서', 'concept:회의가', 'concept:회의를', 'concept:서울로'} & keys

@@ -156,6 +156,8 @@ def test_a_chinese_or_japanese_query_is_searched_by_its_character_pairs() -> Non
     assert fts_terms('使用PostgreSQL数据库') == ['PostgreSQL', '使用', '数据', '据库']
     assert fts_terms('東京の会議 シンカンセン 库') == ['東京', '京の', 'の会', '会議', 'シンカンセン', '库']
     assert fts_terms('ops/deploy.sh über') == ['ops/deploy.sh', 'über']
+    # a Korean query word is searched without its particle: `회의가` ("the meeting", subject) finds `회의에서`
+    assert fts_terms('회의가 서울에서 나는 고양이') == ['회의', '서울', '나는', '고양']
     # a Korean word carries its particle (`서울에서`, in Seoul): a query word is matched as a word's beginning
     assert [is_prefix_term(term) for term in fts_terms('서울 기차표 서 München 数据')] == [
         True,
@@ -170,7 +172,7 @@ MULTILINGUAL = [
     '我们决定使用PostgreSQL数据库来存储用户的订单。',
     '明天下午三点开会讨论预算。',
     '東京の会議は来週の月曜日です。新幹線の切符を予約します。',
-    'Der Flughafen in München ist geschlossen, wir nehmen den Zug über Nürnberg.',
+    'Der Flughafen in München ist geschlossen, wir nehmen den Zug über Nürnberg und buchen eine Übernachtung.',
     "Élodie a inscrit sa fille à l'école Jules-Ferry.",
     'Мы переехали в Новосибирск в прошлом году, зима там долгая.',
     'The deploy script lives in ops/deploy.sh and exits 0.',
@@ -196,6 +198,7 @@ MULTILINGUAL = [
         ('deploy.sh', 6),
         ('서울', 7),
         ('기차표', 7),
+        ('회의를', 7),
     ],
 )
 def test_words_of_any_script_are_found_on_both_backends(
@@ -213,12 +216,14 @@ def test_words_of_any_script_are_found_on_both_backends(
         ('新幹線の切符', 2, False),
         ('PostgreSQL', 0, True),
         ('Nürnberg', 3, True),
-        ('über', 3, True),
+        ('über', 3, False),  # a German function word: full text finds it, no entity holds it
+        ('Übernachtung', 3, True),
         ('Élodie', 4, True),
         ('école', 4, True),
         ('Новосибирск', 5, True),
         ('зима', 5, True),
-        ('서울', 7, False),
+        ('서울', 7, True),
+        ('회의를', 7, True),  # another particle than the text's `회의가`
     ],
 )
 def test_recall_finds_words_of_any_script_on_both_backends(
@@ -226,7 +231,7 @@ def test_recall_finds_words_of_any_script_on_both_backends(
 ) -> None:
     """Chinese and Japanese are found by full text (no entity holds them), and a Korean word by its beginning; a word
     of any alphabet is an entity too, so the entity graph alone finds it (before, a word that did not start with A-Z
-    was dropped from the query)."""
+    was dropped from the query), a Korean noun whatever particle the query or the text writes onto it."""
     store, namespace = backend
     blocks = [
         BlockRecord.from_messages(

@@ -18,7 +18,17 @@ if TYPE_CHECKING:
         merge_entities,
     )
     from ._llm import ENTITY_MODEL_ENV, LLMEntityExtractor, llm_extractor_from_env
-    from ._normalize import KEY_CLASSES, STOPWORDS, aliases, entity_key, key_class, normalize_name, normalize_path, stem
+    from ._normalize import (
+        KEY_CLASSES,
+        STOPWORDS,
+        aliases,
+        entity_key,
+        key_class,
+        normalize_name,
+        normalize_path,
+        stem,
+        stopwords_for,
+    )
     from ._reindex import MentionExtractor, ReindexReport, default_mention_extractor, reindex_entities
 
 __all__ = (
@@ -43,6 +53,7 @@ __all__ = (
     'normalize_path',
     'reindex_entities',
     'stem',
+    'stopwords_for',
 )
 
 __getattr__ = LazyExports(
@@ -67,6 +78,7 @@ __getattr__ = LazyExports(
             'normalize_name',
             'normalize_path',
             'stem',
+            'stopwords_for',
         ),
         '._reindex': ('MentionExtractor', 'ReindexReport', 'default_mention_extractor', 'reindex_entities'),
     },

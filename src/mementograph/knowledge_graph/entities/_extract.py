@@ -43,7 +43,7 @@ from ..memory import (
     definitions_in,
     parse_regions,
 )
-from ._normalize import STOPWORDS, aliases, entity_key
+from ._normalize import aliases, entity_key, stopwords_for
 
 __all__ = (
     'DEFAULT_MAX_CONCEPTS',
@@ -587,7 +587,7 @@ def _guess_name_kind(name: str, before: str, speakers: set[str]) -> str:
     return 'name'
 
 
-def _names_into(text: str, found: _Found) -> str:
+def _names_into(text: str, found: _Found, stopwords: frozenset[str]) -> str:
     speakers = {m.group(1) for m in _SPEAKER.finditer(text)}
     matches = list(_NAME.finditer(text))
     mid_sentence_caps: set[str] = set()
@@ -606,7 +606,7 @@ def _names_into(text: str, found: _Found) -> str:
             tokens
             and at_start
             and (
-                tokens[0].lower() in STOPWORDS
+                tokens[0].lower() in stopwords
                 or tokens[0].lower() in _NOT_NAMES
                 or (
                     tokens[0] not in mid_sentence_caps
@@ -632,7 +632,7 @@ def _names_into(text: str, found: _Found) -> str:
         lowered = [t.lower().rstrip('.').replace('\u2019', "'") for t in tokens]
         if len(tokens) == 1 and (
             lowered[0] in _NOT_NAMES
-            or lowered[0] in STOPWORDS
+            or lowered[0] in stopwords
             or lowered[0] in _WEEKDAYS
             or lowered[0] in _MONTHS
             or len(lowered[0]) < 2
@@ -654,18 +654,19 @@ def extract_entities(text: str, *, max_concepts: int = DEFAULT_MAX_CONCEPTS) -> 
             seen).
     """
     text = ideograph_runs_apart(text)  # a path or name written against Chinese or Japanese text ends where it does
+    stopwords = stopwords_for(text)
     found = _Found()
     concepts: Counter[str] = Counter()
     first: dict[str, str] = {}
     for piece in _pieces(text):
-        _extract_into(piece, found, concepts, first)
+        _extract_into(piece, found, concepts, first, stopwords)
     # One pass over the whole text's regions, not its pieces, so a long output gives its first definitions and
     # files only. The words people wrote (the agent's narration, the user's request) rank before those of tool
     # output and code: a source file's `self`, `def` and `import` outnumbered them, 39% of their words off the cap.
     prose_keys: set[str] = set()
     for region in parse_regions(text):
         if region.kind == 'prose':
-            prose_keys.update(key for key, _ in _concept_words(region.text))
+            prose_keys.update(key for key, _ in _concept_words(region.text, stopwords))
             continue
         for definition in definitions_in(region):  # what a file read showed or a call wrote
             if definition.name is not None:
@@ -698,7 +699,9 @@ def _pieces(text: str) -> Iterator[str]:
     yield header + text[start:]
 
 
-def _extract_into(text: str, found: _Found, concepts: Counter[str], first: dict[str, str]) -> None:
+def _extract_into(
+    text: str, found: _Found, concepts: Counter[str], first: dict[str, str], stopwords: frozenset[str]
+) -> None:
     """One piece's entities into `found`, and its plain words into `concepts` (chosen over all pieces)."""
     work = _strip_markup(text)
     for fact in critical_facts(text):
@@ -748,18 +751,18 @@ def _extract_into(text: str, found: _Found, concepts: Counter[str], first: dict[
         term = next(group for group in match.groups() if group is not None)
         if 1 <= len(term.split()) <= 8 and re.search(r'[^\W\d_]', term):
             found.add('term', term)
-    work = _names_into(work, found)
-    for key, word in _concept_words(work):
+    work = _names_into(work, found, stopwords)
+    for key, word in _concept_words(work, stopwords):
         concepts[key] += 1
         first.setdefault(key, word)
 
 
-def _concept_words(text: str) -> Iterator[tuple[str, str]]:
+def _concept_words(text: str, stopwords: frozenset[str]) -> Iterator[tuple[str, str]]:
     """`(key, word)` of each plain content word of `text` (stop words and words under 3 letters left out)."""
     for match in _WORD.finditer(text):
         lowered = match.group(1).lower().replace('\u2019', "'")
         word = lowered.split("'")[0]
-        if len(lowered) < 3 or lowered in STOPWORDS or word in STOPWORDS:
+        if len(lowered) < 3 or lowered in stopwords or word in stopwords:
             continue
         yield entity_key('concept', word), word
 

@@ -18,6 +18,9 @@ import functools
 import re
 from typing import Final
 
+from ..._languages import languages_of, stopwords_of
+from ..._text import without_particle
+
 __all__ = (
     'KEY_CLASSES',
     'STOPWORDS',
@@ -27,6 +30,7 @@ __all__ = (
     'normalize_name',
     'normalize_path',
     'stem',
+    'stopwords_for',
 )
 
 KEY_CLASSES: Final = {
@@ -320,17 +324,34 @@ STOPWORDS: Final = frozenset(
 )
 """Words that never name anything on their own (function words, fillers); they are not entities."""
 
+
+def stopwords_for(text: str) -> frozenset[str]:
+    """`STOPWORDS`, and those of the other languages `text` is written in (`languages_of`: German, French, Spanish,
+    Italian, Portuguese, Dutch, Swedish, Russian, Polish): `und`, `der` and `ist` are no entities of a German text,
+    while `die`, `war` and `art` stay words of an English one."""
+    languages = languages_of(text)
+    return _with_english(languages) if languages else STOPWORDS
+
+
+@functools.cache
+def _with_english(languages: tuple[str, ...]) -> frozenset[str]:
+    return STOPWORDS | stopwords_of(languages)
+
+
 _VOWEL = re.compile(r'[aeiouy]')
 _DOUBLE_END = re.compile(r'([bdfgkmnprt])\1$')
 
 
 def stem(word: str) -> str:
-    """A light, deterministic English stemmer for plain words (`camped`, `camping`, `camps` -> `camp`).
+    """A light, deterministic English stemmer for plain words (`camped`, `camping`, `camps` -> `camp`); a Korean word
+    loses its particle (`without_particle`).
 
     Deliberately conservative (a Porter step-1 subset plus a final `e`): it only has to make the inflections of one
     word meet, never to find roots, and a wrong merge costs precision that recall cannot win back.
     """
     w = word.lower()
+    if not w.isascii():
+        w = without_particle(w)  # Korean: `서울에서` ("in Seoul") is `서울`
     if len(w) <= 3 or not w.isalpha():
         return w
     if w.endswith('ies') and len(w) > 4:

@@ -28,6 +28,7 @@ from typing import Final
 
 from pydantic_ai.messages import ModelMessage, ModelResponse, SystemPromptPart, TextPart, UserPromptPart
 
+from ..._languages import languages_of, stopwords_of
 from ..._messages import without_surrogates
 from ..._text import IDEOGRAPH_RUN, IDEOGRAPHS, character_pairs, uppercase
 from ..._transcripts import split_bash_action
@@ -231,7 +232,7 @@ def _is_name(word: str, names: set[str]) -> bool:
     return any(name.startswith(lowered) and len(lowered) >= 2 for name in names)
 
 
-def _units(turns: Sequence[_Turn], count: Callable[[str], int]) -> list[_Unit]:
+def _units(turns: Sequence[_Turn], count: Callable[[str], int], stopwords: frozenset[str]) -> list[_Unit]:
     names = _names(turns)
     units: list[_Unit] = []
     for index, turn in enumerate(turns):
@@ -247,7 +248,7 @@ def _units(turns: Sequence[_Turn], count: Callable[[str], int]) -> list[_Unit]:
             text = _trim_lead(piece.strip(), names)
             if not text:
                 continue
-            weights = _weights(text, names)
+            weights = _weights(text, names, stopwords)
             factor = 1.0
             if _NOTE.fullmatch(text):  # a photo caption: a generic description, cheap words worth less
                 factor = _NOTE_WEIGHT
@@ -290,8 +291,9 @@ def _trim_lead(text: str, names: set[str]) -> str:
     return text
 
 
-def _weights(text: str, names: set[str]) -> dict[str, float]:
-    """What each content word of a sentence is worth: 1, 2 for a name or a number, 3 for an anchored date."""
+def _weights(text: str, names: set[str], stopwords: frozenset[str]) -> dict[str, float]:
+    """What each content word of a sentence is worth: 1, 2 for a name or a number, 3 for an anchored date
+    (`stopwords`: those of the conversation's other languages, beside the English `_STOP`)."""
     weights: dict[str, float] = {}
     for anchor in _ANCHOR_SHAPE.finditer(text):
         weights[anchor.group(0).lower()] = _ANCHOR_WEIGHT
@@ -303,7 +305,7 @@ def _weights(text: str, names: set[str]) -> dict[str, float]:
                 weights[pair] = max(weights.get(pair, 0.0), 1.0)
             continue
         lowered = word.lower()
-        if not word or lowered in _STOP or lowered in _GENERIC or _is_name(word, names):
+        if not word or lowered in _STOP or lowered in stopwords or lowered in _GENERIC or _is_name(word, names):
             continue
         if word[0].isdigit() or (word[0].isupper() and position > 0):  # a number or a name
             weight = _NAME_WEIGHT
@@ -335,7 +337,7 @@ def dialogue_memento(
     Returns `''` when the result would not fit `limit` or lacks a must-keep fact (the caller then uses the
     agent-trace path, which never loses a fact to sentence boundaries)."""
     turns = _turns(block.messages, block.zone)
-    units = _units(turns, count)
+    units = _units(turns, count, stopwords_of(languages_of(block.text)))
     if not units:
         return ''
     # each must-keep fact (and each fact the judge named) forces the first sentence that holds it, and only that

@@ -16,7 +16,7 @@ from datetime import UTC, datetime, timedelta
 from typing import Final, Literal
 
 from ..._text import IDEOGRAPH_RUN, ideograph_runs_apart
-from ..entities import STOPWORDS, entity_key, extract_entities, key_class, stem
+from ..entities import entity_key, extract_entities, key_class, stem, stopwords_for
 
 __all__ = ('MatchKind', 'QueryKey', 'QueryPlan', 'TimeRange', 'parse_time', 'plan_query', 'time_range_in')
 
@@ -99,10 +99,11 @@ def plan_query(query: str) -> QueryPlan:
         covered.update(word.lower() for word in _WORD.findall(entity.name))
         group += 1
     terms: list[str] = []
+    stopwords = stopwords_for(query)
     for raw in _WORD.findall(ideograph_runs_apart(query)):
         word = raw.lower().replace('\u2019', "'").rstrip('.')
         bare = re.sub(r"'s$", '', word)
-        if not bare or bare in STOPWORDS or bare in _QUESTION_WORDS:
+        if not bare or bare in stopwords or bare in _QUESTION_WORDS:
             continue
         if bare not in terms:
             terms.append(bare)

@@ -7,7 +7,7 @@ from collections.abc import Mapping, Sequence
 from dataclasses import replace
 from datetime import UTC, datetime
 
-from ..._text import IDEOGRAPH_RUN, IDEOGRAPHS, character_pairs
+from ..._text import IDEOGRAPH_RUN, IDEOGRAPHS, character_pairs, without_particle
 from .._schema import DEFAULT_NAMESPACE, BlockRecord, Mention, PageRecord, SessionEvent
 from ._errors import BlockIntegrityError, LogConflictError, NotFoundError, PageConflictError
 from ._protocol import GraphStore, RecoveredBlock
@@ -186,11 +186,12 @@ def fts_terms(query: str) -> list[str]:
     A run of Han ideographs or Hiragana (a Chinese or Japanese phrase has no spaces to split at) becomes its
     overlapping pairs, `数据库` -> `数据`, `据库`, each searched as a phrase of two characters: the pairs a
     passage shares with the query rank it, as a bigram index would, with no dictionary. A lone character is
-    itself.
+    itself. A Korean word is searched without its particle (`회의가` -> `회의`, then as `회의*`: `is_prefix_term`),
+    so it finds the noun with any particle.
     """
     terms: list[str] = []
     for match in _WORD.findall(query):
-        terms += [term for piece in IDEOGRAPH_RUN.split(match) if (term := piece.strip('.-/'))]
+        terms += [without_particle(term) for piece in IDEOGRAPH_RUN.split(match) if (term := piece.strip('.-/'))]
         for run in IDEOGRAPH_RUN.findall(match):
             terms += character_pairs(run)
     return terms
