@@ -47,14 +47,9 @@ def character_pairs(run: str) -> list[str]:
 
 
 _HANGUL_WORD: Final = re.compile('[\uac00-\ud7a3]{3,}')
-_PARTICLES: Final = tuple(
-    sorted(
-        """에서는 에게서 으로는 에서 에게 한테 께서 으로 부터 까지 처럼 보다 마다 이나 이랑 하고 와 과 은 는 이 가 을 를 의 에 로
-        도 만 랑""".split(),
-        key=len,
-        reverse=True,
-    )
-)
+_PARTICLE_WORDS: Final = """에서는 에게서 으로는 에서 에게 한테 께서 으로 부터 까지 처럼 보다 마다 이나 이랑 하고 와 과 은 는 이 가 을 를
+의 에 로 도 만 랑"""
+_PARTICLES: Final = tuple(sorted(_PARTICLE_WORDS.split(), key=len, reverse=True))
 """Korean particles, which are written onto the noun they follow (`서울에서`, "in Seoul"), longest first."""
 
 

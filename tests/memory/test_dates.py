@@ -94,3 +94,48 @@ def test_words_that_only_contain_an_expression_do_not_match() -> None:
     assert anchor_text('the todays and yesterdays, a weekend-long lastweek', MONDAY) == (
         'the todays and yesterdays, a weekend-long lastweek'
     )
+
+
+@pytest.mark.parametrize(
+    ('text', 'expected'),
+    [
+        (
+            'Gestern waren wir im Kino, morgen fahren wir nach Berlin. Heute Morgen war es kalt.',
+            'Gestern (7 May 2023) waren wir im Kino, morgen (9 May 2023) fahren wir nach Berlin. '
+            'Heute Morgen (8 May 2023) war es kalt.',
+        ),
+        ('Vor 3 Tagen und letzte Woche.', 'Vor 3 Tagen (5 May 2023) und letzte Woche (the week before 8 May 2023).'),
+        (
+            "Nous sommes allés au cinéma hier avec elle, et nous partons l'année prochaine.",
+            "Nous sommes allés au cinéma hier (7 May 2023) avec elle, et nous partons l'année prochaine (2024).",
+        ),
+        ('Il y a 3 jours, ce soir.', 'Il y a 3 jours (5 May 2023), ce soir (8 May 2023).'),
+        (
+            'Ayer fui al cine y mañana vamos a Madrid con mi hermano, pero esta mañana llovió.',
+            'Ayer (7 May 2023) fui al cine y mañana (9 May 2023) vamos a Madrid con mi hermano, pero esta mañana '
+            'llovió.',
+        ),
+        ('Ieri, domani, il mese scorso.', 'Ieri (7 May 2023), domani (9 May 2023), il mese scorso (April 2023).'),
+        ('Ontem, amanhã, no ano passado.', 'Ontem (7 May 2023), amanhã (9 May 2023), no ano passado (2022).'),
+        (
+            'Gisteren, morgen, volgende week.',
+            'Gisteren (7 May 2023), morgen (9 May 2023), volgende week (the week after 8 May 2023).',
+        ),
+        ('Igår, i morgon, förra året.', 'Igår (7 May 2023), i morgon (9 May 2023), förra året (2022).'),
+        ('Вчера, завтра, 3 дня назад.', 'Вчера (7 May 2023), завтра (9 May 2023), 3 дня назад (5 May 2023).'),
+        ('Wczoraj, jutro, w zeszłym roku.', 'Wczoraj (7 May 2023), jutro (9 May 2023), w zeszłym roku (2022).'),
+    ],
+)
+def test_expressions_of_other_languages_are_anchored(text: str, expected: str) -> None:
+    assert anchor_text(text, MONDAY) == expected
+
+
+def test_words_that_mean_something_else_elsewhere_are_left_alone() -> None:
+    """German `Morgen` is "morning" and German `hier` "here"; `mañana` is also "morning" and an English word: the
+    French `hier` and the Spanish `mañana` are read only in a text taken for French or Spanish."""
+    for text in (
+        'Hier ist es schön, jeden Morgen.',
+        'The mañana attitude of the Morgen Stanley report.',
+        'Hier is the French word we learned.',
+    ):
+        assert anchor_text(text, MONDAY) == text

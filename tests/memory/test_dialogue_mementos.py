@@ -314,3 +314,25 @@ def test_function_words_of_another_language_weigh_nothing() -> None:
     assert result.verified
     assert 'le plombier passe jeudi matin' in result.text
     assert 'nous verrons bien' not in result.text
+
+
+def test_a_german_conversation_gets_its_dates_anchored_and_verified() -> None:
+    block = BlockInput.from_messages(
+        [
+            turn('user', 'Lena: Hallo Jonas! Wie geht es dir? Wie war dein Wochenende?', 0),
+            turn('assistant', 'Jonas: Hallo Lena! Danke, mir geht es gut. Es war sehr schön, wirklich.', 1),
+            turn('user', 'Lena: Das freut mich sehr. Erzähl doch mal, was habt ihr gemacht?', 2),
+            turn(
+                'assistant',
+                'Jonas: Gestern sind wir auf die Zugspitze gestiegen, und nächste Woche fahren wir zum Gardasee.',
+                3,
+            ),
+            turn('user', 'Lena: Wow, das klingt toll! Viel Spaß euch beiden.', 4),
+        ],
+        COUNTER,
+    )
+    result = asyncio.run(MementoEngine().make_memento(block))
+    assert result.verified
+    assert 'Gestern (7 May 2023) sind wir auf die Zugspitze gestiegen' in result.text
+    assert RubricJudge(counter=COUNTER).check(block, result.text).invented == ()
+    assert RubricJudge(counter=COUNTER).check(block, result.text.replace('7 May', '6 May')).invented != ()

@@ -10,9 +10,12 @@ resolution right after the expression, in parentheses, the way LoCoMo's annotato
 - `next month (June 2023)`, `last year (2022)`, `three years ago (2020)`
 - `last Saturday (the Saturday before 25 May 2023)`, `two weeks ago (two weeks before 11 August 2023)`
 
-Vague expressions ("the other day", "recently", "a few days ago", "on Friday") are left alone: an anchor must be
-derivable, never guessed. Everything here is a pure function of the text and the timestamp, so the judge can
-derive exactly the same anchors to tell them from invented dates.
+The day, week, month and year expressions and "N days ago" are also read in German, French, Spanish, Italian,
+Portuguese, Dutch, Swedish, Russian and Polish (`gestern (7 May 2023)`, `la semaine dernière (the week before ...)`,
+`3 дня назад (5 May 2023)`); weekdays and number words are English only. Vague expressions ("the other day",
+"recently", "a few days ago", "on Friday") are left alone: an anchor must be derivable, never guessed. Everything
+here is a pure function of the text and the timestamp, so the judge can derive exactly the same anchors to tell them
+from invented dates.
 """
 
 from __future__ import annotations
@@ -22,6 +25,8 @@ from collections.abc import Callable
 from dataclasses import dataclass
 from datetime import date, datetime, timedelta, tzinfo
 from typing import Final, Literal, TypeAlias
+
+from ..._languages import languages_of
 
 __all__ = ('DateAnchor', 'TimeZone', 'anchor_text', 'find_anchors', 'format_day', 'in_zone', 'time_zone')
 
@@ -167,26 +172,178 @@ _RULES: Final[tuple[tuple[str, _Resolver], ...]] = (
     (rf'{_COUNT} months? ago', lambda m, d: _month(d, -_count(m))),
     (rf'{_COUNT} years? ago', lambda m, d: str(d.year - _count(m))),
 )
-# One scan for every rule: each rule is a numbered group (its own named groups made anonymous, as names may not
-# repeat), and the matched rule re-reads the expression alone to get its named groups.
-_EXPRESSION: Final = re.compile(
-    '|'.join(
-        rf'(?P<r{index}>\b(?:{re.sub(r"[(][?]P<[a-z]+>", "(?:", pattern)})\b)'
-        for index, (pattern, _) in enumerate(_RULES)
+
+
+def _digits(match: re.Match[str]) -> int:
+    return int(''.join(char for char in match.group(0) if char.isdigit()))
+
+
+def _either(expressions: str) -> str:
+    """A pattern of `expressions` (separated by commas; spaces inside one are kept), longest first, an apostrophe
+    read as either a straight or a curly one."""
+    parts = re.split(r',(?![^{]*\})', expressions)  # not the comma of `\d{1,2}`
+    ordered = sorted((part.strip() for part in parts), key=len, reverse=True)
+    return '|'.join(part.replace("'", "['\\u2019]") for part in ordered)
+
+
+# The same expressions in German, French, Spanish, Italian, Portuguese, Dutch, Swedish, Russian and Polish, the
+# languages `_languages` has stop words of; the anchors stay in English, as the judge reads them. Only words that
+# mean nothing else are here: `morgen` in lower case only (`Morgen` is German for "morning"); French `hier` (German
+# and Dutch for "here") and Spanish `mañana` (also "morning", and an English word) only in a text taken for their
+# language (`_GATED`), the latter not after an article ("esta mañana", this morning).
+_OTHER_LANGUAGES: Final[tuple[tuple[str, _Resolver], ...]] = (
+    (
+        _either(
+            "vorgestern, avant-hier, anteayer, antes de ayer, altroieri, l'altro ieri, anteontem, eergisteren,"
+            'i förrgår, позавчера, przedwczoraj'
+        ),
+        lambda m, d: format_day(d - timedelta(days=2)),
     ),
-    re.IGNORECASE,
+    (
+        _either(
+            'übermorgen, après-demain, pasado mañana, dopodomani, depois de amanhã, overmorgen, i övermorgon,'
+            'послезавтра, pojutrze'
+        ),
+        lambda m, d: format_day(d + timedelta(days=2)),
+    ),
+    (
+        _either('gestern, hier soir, hier matin, ayer, ieri, ontem, gisteren, igår, i går, вчера, wczoraj'),
+        lambda m, d: format_day(d - timedelta(days=1)),
+    ),
+    (
+        _either(
+            "heute morgen, heute früh, heute abend, heute, aujourd'hui, ce matin, ce soir, hoy, esta noche, oggi,"
+            'stamattina, stasera, hoje, esta noite, vandaag, vanmorgen, vanavond, idag, i dag, ikväll, i kväll,'
+            'сегодня, dzisiaj, dziś'
+        ),
+        lambda m, d: format_day(d),
+    ),
+    (
+        _either('(?-i:morgen), demain, domani, amanhã, imorgon, i morgon, завтра, jutro'),
+        lambda m, d: format_day(d + timedelta(days=1)),
+    ),
+    (
+        _either(
+            'letzte Woche, vergangene Woche, la semaine dernière, la semaine passée, la semana pasada,'
+            'la settimana scorsa, la scorsa settimana, a semana passada, na semana passada, vorige week,'
+            'afgelopen week, förra veckan, на прошлой неделе, w zeszłym tygodniu, w ubiegłym tygodniu'
+        ),
+        lambda m, d: f'the week before {format_day(d)}',
+    ),
+    (
+        _either(
+            'diese Woche, cette semaine, esta semana, questa settimana, deze week, den här veckan, denna vecka,'
+            'на этой неделе, w tym tygodniu'
+        ),
+        lambda m, d: f'the week of {format_day(d)}',
+    ),
+    (
+        _either(
+            'nächste Woche, la semaine prochaine, la semana que viene, la próxima semana, la settimana prossima,'
+            'la prossima settimana, a próxima semana, na próxima semana, volgende week, nästa vecka,'
+            'на следующей неделе, w przyszłym tygodniu'
+        ),
+        lambda m, d: f'the week after {format_day(d)}',
+    ),
+    (
+        _either(
+            'letzten Monat, vergangenen Monat, le mois dernier, le mois passé, el mes pasado, il mese scorso,'
+            'lo scorso mese, o mês passado, no mês passado, vorige maand, afgelopen maand, förra månaden,'
+            'в прошлом месяце, w zeszłym miesiącu, w ubiegłym miesiącu'
+        ),
+        lambda m, d: _month(d, -1),
+    ),
+    (
+        _either(
+            'diesen Monat, ce mois-ci, este mes, questo mese, este mês, deze maand, den här månaden, denna månad,'
+            'в этом месяце, w tym miesiącu'
+        ),
+        lambda m, d: _month(d, 0),
+    ),
+    (
+        _either(
+            'nächsten Monat, le mois prochain, el mes que viene, el próximo mes, il mese prossimo, il prossimo mese,'
+            'o próximo mês, no próximo mês, volgende maand, nästa månad, в следующем месяце, w przyszłym miesiącu'
+        ),
+        lambda m, d: _month(d, 1),
+    ),
+    (
+        _either(
+            "letztes Jahr, letzten Jahr, vergangenes Jahr, l'année dernière, l'an dernier, el año pasado,"
+            "l'anno scorso, o ano passado, no ano passado, vorig jaar, afgelopen jaar, förra året, в прошлом году,"
+            'w zeszłym roku, w ubiegłym roku'
+        ),
+        lambda m, d: str(d.year - 1),
+    ),
+    (
+        _either("dieses Jahr, cette année, este año, quest'anno, este ano, dit jaar, i år, в этом году, w tym roku"),
+        lambda m, d: str(d.year),
+    ),
+    (
+        _either(
+            "nächstes Jahr, l'année prochaine, l'an prochain, el año que viene, el próximo año, l'anno prossimo,"
+            'il prossimo anno, o próximo ano, no próximo ano, volgend jaar, nästa år, в следующем году,'
+            'w przyszłym roku'
+        ),
+        lambda m, d: str(d.year + 1),
+    ),
+    (
+        _either(
+            r'vor \d{1,2} Tagen, il y a \d{1,2} jours, hace \d{1,2} días, \d{1,2} giorni fa, há \d{1,2} dias,'
+            r'\d{1,2} dagen geleden, för \d{1,2} dagar sedan, \d{1,2} (?:дня|дней|день) назад, \d{1,2} dni temu'
+        ),
+        lambda m, d: format_day(d - timedelta(days=_digits(m))),
+    ),
 )
+_GATED: Final[dict[str, tuple[tuple[str, _Resolver], ...]]] = {
+    'fr': (('hier', lambda m, d: format_day(d - timedelta(days=1))),),
+    'es': (('(?<!la )(?<!esta )(?<!cada )(?<!una )mañana', lambda m, d: format_day(d + timedelta(days=1))),),
+}
+"""Expressions read only in a text taken for the language (`languages_of`)."""
+
+
+def _scanner(rules: tuple[tuple[str, _Resolver], ...]) -> re.Pattern[str]:
+    """One scan for every rule: each rule is a numbered group (its own named groups made anonymous, as names may not
+    repeat), and the matched rule re-reads the expression alone to get its named groups."""
+    return re.compile(
+        '|'.join(
+            rf'(?P<r{index}>\b(?:{re.sub(r"[(][?]P<[a-z]+>", "(?:", pattern)})\b)'
+            for index, (pattern, _) in enumerate(rules)
+        ),
+        re.IGNORECASE,
+    )
+
+
+_EVERY_LANGUAGE: Final = (*_RULES, *_OTHER_LANGUAGES)
+_EXPRESSION: Final = _scanner(_EVERY_LANGUAGE)
+_GATED_EXPRESSIONS: Final = {language: _scanner(rules) for language, rules in _GATED.items()}
 _FOLLOWING_ANCHOR: Final = re.compile(r'\s*\(')
 _POSSESSIVE: Final = re.compile(r"['\u2019]s\b")
 
 
-def _rule_match(match: re.Match[str]) -> tuple[re.Match[str], _Resolver] | None:
+def _rule_match(
+    match: re.Match[str], rules: tuple[tuple[str, _Resolver], ...]
+) -> tuple[re.Match[str], _Resolver] | None:
     """The rule whose group matched, with a match of that rule alone (so its named groups can be read)."""
-    for index, (pattern, resolve) in enumerate(_RULES):
+    for index, (pattern, resolve) in enumerate(rules):
         if match.group(f'r{index}') is not None:
             alone = re.fullmatch(pattern, match.group(0), re.IGNORECASE)
             return (alone, resolve) if alone else None
     return None
+
+
+def _matches(text: str) -> list[tuple[re.Match[str], tuple[tuple[str, _Resolver], ...]]]:
+    """Every expression of `text` with the rules it was found by, in text order, overlaps left to the first."""
+    found = [(match, _EVERY_LANGUAGE) for match in _EXPRESSION.finditer(text)]
+    gated = [language for language in _GATED if language in languages_of(text)] if not text.isascii() else []
+    for language in gated:
+        found += [(match, _GATED[language]) for match in _GATED_EXPRESSIONS[language].finditer(text)]
+    found.sort(key=lambda item: item[0].start())
+    kept: list[tuple[re.Match[str], tuple[tuple[str, _Resolver], ...]]] = []
+    for match, rules in found:
+        if not kept or match.start() >= kept[-1][0].end():
+            kept.append((match, rules))
+    return kept
 
 
 def find_anchors(text: str, when: date | datetime) -> tuple[DateAnchor, ...]:
@@ -197,13 +354,13 @@ def find_anchors(text: str, when: date | datetime) -> tuple[DateAnchor, ...]:
     """
     day = when.date() if isinstance(when, datetime) else when
     anchors: list[DateAnchor] = []
-    for match in _EXPRESSION.finditer(text):
+    for match, rules in _matches(text):
         # "last year's show" is anchored after the possessive: "last year's (2022) show"
         possessive = _POSSESSIVE.match(text, match.end())
         end = possessive.end() if possessive else match.end()
         if _FOLLOWING_ANCHOR.match(text, end):
             continue
-        found = _rule_match(match)
+        found = _rule_match(match, rules)
         if found is None:
             continue
         alone, resolve = found
