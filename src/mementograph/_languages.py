@@ -1,5 +1,5 @@
-"""Stop words of the languages besides English that people most often write to agents in, and which of them a text
-is written in.
+"""Stop words of the languages besides English that people most often write to agents in, which of them a text is
+written in, and how they say when (`RELATIVE_DAYS`, `RELATIVE_SPANS`, `UNITS_AGO`, `MONTHS`).
 
 English stop words are the entity extractor's own (`STOPWORDS`). A text in German gave `und`, `der` and `ist` as
 concepts and page topics, and `Das Skript` as a name, because nothing said they were function words. Their lists
@@ -15,7 +15,19 @@ from __future__ import annotations
 import functools
 from typing import Final
 
-__all__ = ('LANGUAGES', 'MIN_MARKERS', 'SHORT_WORDS', 'languages_of', 'stopwords_of')
+__all__ = (
+    'LANGUAGES',
+    'MIN_MARKERS',
+    'MONTHS',
+    'RELATIVE_DAYS',
+    'RELATIVE_SPANS',
+    'SHORT_WORDS',
+    'UNITS_AGO',
+    'UNIT_STEMS',
+    'languages_of',
+    'phrase_pattern',
+    'stopwords_of',
+)
 
 
 def _words(text: str) -> frozenset[str]:
@@ -123,6 +135,117 @@ SHORT_WORDS: Final = 40
 """A text of fewer words needs one marker less: `Peux-tu vérifier si la tâche cron tourne encore ? Je ne vois pas de
 nouveaux fichiers.` holds two. None of the 9,000 English turns and messages of this length in the shared data holds
 two markers of one language."""
+
+# Relative time in the same nine languages (English is `_dates`' and the query planner's own): comma-separated
+# expressions (regular-expression pieces, matched ignoring case), read by `phrase_pattern`. Only words that mean
+# nothing else: `morgen` in lower case only (`Morgen` is German for "morning"); French `hier` (German and Dutch for
+# "here") and Spanish `mañana` ("morning", and an English word) are left to `_dates`, which reads them only in a text
+# taken for their language.
+RELATIVE_DAYS: Final[dict[int, str]] = {
+    -2: (
+        "vorgestern, avant-hier, anteayer, antes de ayer, altroieri, l'altro ieri, anteontem, eergisteren,"
+        'i förrgår, позавчера, przedwczoraj'
+    ),
+    -1: 'gestern, hier soir, hier matin, ayer, ieri, ontem, gisteren, igår, i går, вчера, wczoraj',
+    0: (
+        "heute morgen, heute früh, heute abend, heute, aujourd'hui, ce matin, ce soir, hoy, esta noche, oggi,"
+        'stamattina, stasera, hoje, esta noite, vandaag, vanmorgen, vanavond, idag, i dag, ikväll, i kväll,'
+        'сегодня, dzisiaj, dziś'
+    ),
+    1: '(?-i:morgen), demain, domani, amanhã, imorgon, i morgon, завтра, jutro',
+    2: (
+        'übermorgen, après-demain, pasado mañana, dopodomani, depois de amanhã, overmorgen, i övermorgon,'
+        'послезавтра, pojutrze'
+    ),
+}
+"""A day by its offset from the day the text was written (-1: `gestern`, `вчера`)."""
+RELATIVE_SPANS: Final[dict[tuple[str, int], str]] = {
+    ('week', -1): (
+        'letzte Woche, vergangene Woche, la semaine dernière, la semaine passée, la semana pasada,'
+        'la settimana scorsa, la scorsa settimana, a semana passada, na semana passada, vorige week,'
+        'afgelopen week, förra veckan, на прошлой неделе, w zeszłym tygodniu, w ubiegłym tygodniu'
+    ),
+    ('week', 0): (
+        'diese Woche, cette semaine, esta semana, questa settimana, deze week, den här veckan, denna vecka,'
+        'на этой неделе, w tym tygodniu'
+    ),
+    ('week', 1): (
+        'nächste Woche, la semaine prochaine, la semana que viene, la próxima semana, la settimana prossima,'
+        'la prossima settimana, a próxima semana, na próxima semana, volgende week, nästa vecka,'
+        'на следующей неделе, w przyszłym tygodniu'
+    ),
+    ('month', -1): (
+        'letzten Monat, vergangenen Monat, le mois dernier, le mois passé, el mes pasado, il mese scorso,'
+        'lo scorso mese, o mês passado, no mês passado, vorige maand, afgelopen maand, förra månaden,'
+        'в прошлом месяце, w zeszłym miesiącu, w ubiegłym miesiącu'
+    ),
+    ('month', 0): (
+        'diesen Monat, ce mois-ci, este mes, questo mese, este mês, deze maand, den här månaden, denna månad,'
+        'в этом месяце, w tym miesiącu'
+    ),
+    ('month', 1): (
+        'nächsten Monat, le mois prochain, el mes que viene, el próximo mes, il mese prossimo, il prossimo mese,'
+        'o próximo mês, no próximo mês, volgende maand, nästa månad, в следующем месяце, w przyszłym miesiącu'
+    ),
+    ('year', -1): (
+        "letztes Jahr, letzten Jahr, vergangenes Jahr, l'année dernière, l'an dernier, el año pasado,"
+        "l'anno scorso, o ano passado, no ano passado, vorig jaar, afgelopen jaar, förra året, в прошлом году,"
+        'w zeszłym roku, w ubiegłym roku'
+    ),
+    ('year', 0): "dieses Jahr, cette année, este año, quest'anno, este ano, dit jaar, i år, в этом году, w tym roku",
+    ('year', 1): (
+        "nächstes Jahr, l'année prochaine, l'an prochain, el año que viene, el próximo año, l'anno prossimo,"
+        'il prossimo anno, o próximo ano, no próximo ano, volgend jaar, nästa år, в следующем году,'
+        'w przyszłym roku'
+    ),
+}
+"""A week, month or year by its offset from the one the text was written in (`('week', -1)`: `letzte Woche`)."""
+UNITS_AGO: Final = (
+    r'vor (?P<n>\d{1,3}) (?P<unit>Tag|Woche|Monat)\w*',
+    r'il y a (?P<n>\d{1,3}) (?P<unit>jour|semaine|mois)\w*',
+    r'hace (?P<n>\d{1,3}) (?P<unit>día|semana|mes)\w*',
+    r'(?P<n>\d{1,3}) (?P<unit>giorn|settiman|mes)\w* fa',
+    r'há (?P<n>\d{1,3}) (?P<unit>dia|semana|mês|mes)\w*',
+    r'(?P<n>\d{1,3}) (?P<unit>dag|wek|maand)\w* geleden',
+    r'för (?P<n>\d{1,3}) (?P<unit>dag|veck|månad)\w* sedan',
+    r'(?P<n>\d{1,3}) (?P<unit>д|недел|месяц)\w* назад',
+    r'(?P<n>\d{1,3}) (?P<unit>dn|dzie|tydzie|tygodn|miesi)\w* temu',
+)
+"""`N` days, weeks or months ago, one pattern a language: the count in `n`, the unit's stem in `unit`
+(`UNIT_STEMS`)."""
+UNIT_STEMS: Final = {
+    'day': ('tag', 'jour', 'día', 'giorn', 'dia', 'dag', 'д', 'dn', 'dzie'),
+    'week': ('woche', 'semaine', 'semana', 'settiman', 'wek', 'veck', 'недел', 'tydzie', 'tygodn'),
+    'month': ('monat', 'mois', 'mes', 'mês', 'maand', 'månad', 'месяц', 'miesi'),
+}
+MONTHS: Final[dict[str, tuple[str, tuple[str, ...]]]] = {
+    language: (prepositions, tuple(names.split()))
+    for language, prepositions, names in (
+        ('de', 'im', 'januar februar märz april mai juni juli august september oktober november dezember'),
+        ('fr', 'en', 'janvier février mars avril mai juin juillet août septembre octobre novembre décembre'),
+        ('es', 'en', 'enero febrero marzo abril mayo junio julio agosto septiembre octubre noviembre diciembre'),
+        ('it', 'a|in', 'gennaio febbraio marzo aprile maggio giugno luglio agosto settembre ottobre novembre dicembre'),
+        ('pt', 'em', 'janeiro fevereiro março abril maio junho julho agosto setembro outubro novembro dezembro'),
+        ('nl', 'in', 'januari februari maart april mei juni juli augustus september oktober november december'),
+        ('sv', 'i', 'januari februari mars april maj juni juli augusti september oktober november december'),
+        ('ru', 'в', 'январе феврале марте апреле мае июне июле августе сентябре октябре ноябре декабре'),
+        (
+            'pl',
+            'w',
+            'styczniu lutym marcu kwietniu maju czerwcu lipcu sierpniu wrześniu październiku listopadzie grudniu',
+        ),
+    )
+}
+"""Each language's preposition of "in March" and its twelve month names as they read after it (`im März`,
+`в марте`, `w marcu`)."""
+
+
+def phrase_pattern(expressions: str) -> str:
+    """A regular expression of comma-separated `expressions` (spaces inside one kept), longest first, an apostrophe
+    read as either a straight or a curly one."""
+    ordered = sorted((part.strip() for part in expressions.split(',')), key=len, reverse=True)
+    return '|'.join(part.replace("'", "['\\u2019]") for part in ordered)
+
 
 _SEPARATORS: Final = str.maketrans(
     {mark: ' ' for mark in '.,;:!?()[]{}"\'\u00ab\u00bb\u201c\u201d\u201e\u2019/\\<>=*#`|'}

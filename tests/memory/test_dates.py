@@ -124,6 +124,8 @@ def test_words_that_only_contain_an_expression_do_not_match() -> None:
         ('Igår, i morgon, förra året.', 'Igår (7 May 2023), i morgon (9 May 2023), förra året (2022).'),
         ('Вчера, завтра, 3 дня назад.', 'Вчера (7 May 2023), завтра (9 May 2023), 3 дня назад (5 May 2023).'),
         ('Wczoraj, jutro, w zeszłym roku.', 'Wczoraj (7 May 2023), jutro (9 May 2023), w zeszłym roku (2022).'),
+        ('Vor 2 Wochen, vor 3 Monaten.', 'Vor 2 Wochen (2 weeks before 8 May 2023), vor 3 Monaten (February 2023).'),
+        ('Il y a 1 semaine, hace 2 meses.', 'Il y a 1 semaine (1 week before 8 May 2023), hace 2 meses (March 2023).'),
     ],
 )
 def test_expressions_of_other_languages_are_anchored(text: str, expected: str) -> None:

@@ -175,6 +175,33 @@ def test_time_ranges_named_in_a_query() -> None:
     assert TimeRange().contains(None) and not TimeRange(since=now).contains(None)
 
 
+@pytest.mark.parametrize(
+    ('query', 'inside', 'outside'),
+    [
+        ('Was habe ich im März gekocht?', datetime(2023, 3, 15), datetime(2023, 4, 15)),
+        ("Qu'ai-je fait en mars 2022 ?", datetime(2022, 3, 15), datetime(2023, 3, 15)),
+        ('¿Qué compré ayer?', datetime(2023, 5, 19, 9), datetime(2023, 5, 10)),
+        ('Cosa ho fatto oggi?', datetime(2023, 5, 20, 9), datetime(2023, 5, 17)),
+        ('O que fiz na semana passada?', datetime(2023, 5, 12), datetime(2023, 4, 1)),
+        ('Wat deed ik vorige maand?', datetime(2023, 4, 10), datetime(2023, 1, 10)),
+        ('Vad gjorde jag förra året?', datetime(2022, 6, 1), datetime(2020, 6, 1)),
+        ('Что я делал в марте?', datetime(2023, 3, 15), datetime(2023, 5, 15)),
+        ('Co robiłem w marcu?', datetime(2023, 3, 15), datetime(2023, 5, 15)),
+        ('Welches Museum habe ich vor 2 Wochen besucht?', datetime(2023, 5, 6), datetime(2023, 5, 18)),
+        ('Quel musée ai-je visité il y a 3 mois ?', datetime(2023, 2, 20), datetime(2023, 5, 1)),
+        ('Что я купил 3 дня назад?', datetime(2023, 5, 17), datetime(2023, 5, 10)),
+    ],
+)
+def test_time_ranges_named_in_other_languages(query: str, inside: datetime, outside: datetime) -> None:
+    found = time_range_in(query, datetime(2023, 5, 20, 12, 0, tzinfo=UTC))
+    assert found is not None
+    assert found.contains(inside.replace(tzinfo=UTC)) and not found.contains(outside.replace(tzinfo=UTC))
+
+
+def test_an_english_word_that_is_a_month_elsewhere_names_no_range() -> None:
+    assert time_range_in('is there life in mars', datetime(2023, 5, 20, tzinfo=UTC)) is None
+
+
 def test_scope_is_the_session_unless_widened(store: GraphStore) -> None:
     assert rank_blocks(store, 'adoption agencies', session_id='another-session') == []
     assert rank_blocks(store, 'adoption agencies', session_id=None)

@@ -26,7 +26,7 @@ from dataclasses import dataclass
 from datetime import date, datetime, timedelta, tzinfo
 from typing import Final, Literal, TypeAlias
 
-from ..._languages import languages_of
+from ..._languages import RELATIVE_DAYS, RELATIVE_SPANS, UNIT_STEMS, UNITS_AGO, languages_of, phrase_pattern
 
 __all__ = ('DateAnchor', 'TimeZone', 'anchor_text', 'find_anchors', 'format_day', 'in_zone', 'time_zone')
 
@@ -174,132 +174,42 @@ _RULES: Final[tuple[tuple[str, _Resolver], ...]] = (
 )
 
 
-def _digits(match: re.Match[str]) -> int:
-    return int(''.join(char for char in match.group(0) if char.isdigit()))
+def _ago(match: re.Match[str], day: date) -> str:
+    """`N` days, weeks or months before `day`, written as the English rules write them."""
+    count, stem = int(match.group('n')), match.group('unit').lower()
+    if stem in UNIT_STEMS['day']:
+        return format_day(day - timedelta(days=count))
+    if stem in UNIT_STEMS['week']:
+        return f'{count} week{"s" * (count > 1)} before {format_day(day)}'
+    return _month(day, -count)
 
 
-def _either(expressions: str) -> str:
-    """A pattern of `expressions` (separated by commas; spaces inside one are kept), longest first, an apostrophe
-    read as either a straight or a curly one."""
-    parts = re.split(r',(?![^{]*\})', expressions)  # not the comma of `\d{1,2}`
-    ordered = sorted((part.strip() for part in parts), key=len, reverse=True)
-    return '|'.join(part.replace("'", "['\\u2019]") for part in ordered)
+def _span(unit: str, offset: int) -> _Resolver:
+    if unit == 'week':
+        direction = {-1: 'before', 0: 'of', 1: 'after'}[offset]
+        return lambda m, d: f'the week {direction} {format_day(d)}'
+    if unit == 'month':
+        return lambda m, d: _month(d, offset)
+    return lambda m, d: str(d.year + offset)
 
 
-# The same expressions in German, French, Spanish, Italian, Portuguese, Dutch, Swedish, Russian and Polish, the
-# languages `_languages` has stop words of; the anchors stay in English, as the judge reads them. Only words that
-# mean nothing else are here: `morgen` in lower case only (`Morgen` is German for "morning"); French `hier` (German
-# and Dutch for "here") and Spanish `mañana` (also "morning", and an English word) only in a text taken for their
-# language (`_GATED`), the latter not after an article ("esta mañana", this morning).
+def _day(offset: int) -> _Resolver:
+    return lambda m, d: format_day(d + timedelta(days=offset))
+
+
+# The same expressions in the nine other languages `_languages` knows (`_languages.RELATIVE_DAYS`, ...); the anchors
+# stay in English, as the judge reads them.
 _OTHER_LANGUAGES: Final[tuple[tuple[str, _Resolver], ...]] = (
-    (
-        _either(
-            "vorgestern, avant-hier, anteayer, antes de ayer, altroieri, l'altro ieri, anteontem, eergisteren,"
-            'i förrgår, позавчера, przedwczoraj'
-        ),
-        lambda m, d: format_day(d - timedelta(days=2)),
-    ),
-    (
-        _either(
-            'übermorgen, après-demain, pasado mañana, dopodomani, depois de amanhã, overmorgen, i övermorgon,'
-            'послезавтра, pojutrze'
-        ),
-        lambda m, d: format_day(d + timedelta(days=2)),
-    ),
-    (
-        _either('gestern, hier soir, hier matin, ayer, ieri, ontem, gisteren, igår, i går, вчера, wczoraj'),
-        lambda m, d: format_day(d - timedelta(days=1)),
-    ),
-    (
-        _either(
-            "heute morgen, heute früh, heute abend, heute, aujourd'hui, ce matin, ce soir, hoy, esta noche, oggi,"
-            'stamattina, stasera, hoje, esta noite, vandaag, vanmorgen, vanavond, idag, i dag, ikväll, i kväll,'
-            'сегодня, dzisiaj, dziś'
-        ),
-        lambda m, d: format_day(d),
-    ),
-    (
-        _either('(?-i:morgen), demain, domani, amanhã, imorgon, i morgon, завтра, jutro'),
-        lambda m, d: format_day(d + timedelta(days=1)),
-    ),
-    (
-        _either(
-            'letzte Woche, vergangene Woche, la semaine dernière, la semaine passée, la semana pasada,'
-            'la settimana scorsa, la scorsa settimana, a semana passada, na semana passada, vorige week,'
-            'afgelopen week, förra veckan, на прошлой неделе, w zeszłym tygodniu, w ubiegłym tygodniu'
-        ),
-        lambda m, d: f'the week before {format_day(d)}',
-    ),
-    (
-        _either(
-            'diese Woche, cette semaine, esta semana, questa settimana, deze week, den här veckan, denna vecka,'
-            'на этой неделе, w tym tygodniu'
-        ),
-        lambda m, d: f'the week of {format_day(d)}',
-    ),
-    (
-        _either(
-            'nächste Woche, la semaine prochaine, la semana que viene, la próxima semana, la settimana prossima,'
-            'la prossima settimana, a próxima semana, na próxima semana, volgende week, nästa vecka,'
-            'на следующей неделе, w przyszłym tygodniu'
-        ),
-        lambda m, d: f'the week after {format_day(d)}',
-    ),
-    (
-        _either(
-            'letzten Monat, vergangenen Monat, le mois dernier, le mois passé, el mes pasado, il mese scorso,'
-            'lo scorso mese, o mês passado, no mês passado, vorige maand, afgelopen maand, förra månaden,'
-            'в прошлом месяце, w zeszłym miesiącu, w ubiegłym miesiącu'
-        ),
-        lambda m, d: _month(d, -1),
-    ),
-    (
-        _either(
-            'diesen Monat, ce mois-ci, este mes, questo mese, este mês, deze maand, den här månaden, denna månad,'
-            'в этом месяце, w tym miesiącu'
-        ),
-        lambda m, d: _month(d, 0),
-    ),
-    (
-        _either(
-            'nächsten Monat, le mois prochain, el mes que viene, el próximo mes, il mese prossimo, il prossimo mese,'
-            'o próximo mês, no próximo mês, volgende maand, nästa månad, в следующем месяце, w przyszłym miesiącu'
-        ),
-        lambda m, d: _month(d, 1),
-    ),
-    (
-        _either(
-            "letztes Jahr, letzten Jahr, vergangenes Jahr, l'année dernière, l'an dernier, el año pasado,"
-            "l'anno scorso, o ano passado, no ano passado, vorig jaar, afgelopen jaar, förra året, в прошлом году,"
-            'w zeszłym roku, w ubiegłym roku'
-        ),
-        lambda m, d: str(d.year - 1),
-    ),
-    (
-        _either("dieses Jahr, cette année, este año, quest'anno, este ano, dit jaar, i år, в этом году, w tym roku"),
-        lambda m, d: str(d.year),
-    ),
-    (
-        _either(
-            "nächstes Jahr, l'année prochaine, l'an prochain, el año que viene, el próximo año, l'anno prossimo,"
-            'il prossimo anno, o próximo ano, no próximo ano, volgend jaar, nästa år, в следующем году,'
-            'w przyszłym roku'
-        ),
-        lambda m, d: str(d.year + 1),
-    ),
-    (
-        _either(
-            r'vor \d{1,2} Tagen, il y a \d{1,2} jours, hace \d{1,2} días, \d{1,2} giorni fa, há \d{1,2} dias,'
-            r'\d{1,2} dagen geleden, för \d{1,2} dagar sedan, \d{1,2} (?:дня|дней|день) назад, \d{1,2} dni temu'
-        ),
-        lambda m, d: format_day(d - timedelta(days=_digits(m))),
-    ),
+    *((phrase_pattern(RELATIVE_DAYS[offset]), _day(offset)) for offset in (-2, 2, -1, 0, 1)),
+    *((phrase_pattern(phrases), _span(unit, offset)) for (unit, offset), phrases in RELATIVE_SPANS.items()),
+    *((pattern, _ago) for pattern in UNITS_AGO),
 )
 _GATED: Final[dict[str, tuple[tuple[str, _Resolver], ...]]] = {
-    'fr': (('hier', lambda m, d: format_day(d - timedelta(days=1))),),
-    'es': (('(?<!la )(?<!esta )(?<!cada )(?<!una )mañana', lambda m, d: format_day(d + timedelta(days=1))),),
+    'fr': (('hier', _day(-1)),),
+    'es': (('(?<!la )(?<!esta )(?<!cada )(?<!una )mañana', _day(1)),),
 }
-"""Expressions read only in a text taken for the language (`languages_of`)."""
+"""Expressions read only in a text taken for their language (`languages_of`): French `hier` is German and Dutch for
+"here", Spanish `mañana` is also "morning" (not after an article: "esta mañana", this morning) and an English word."""
 
 
 def _scanner(rules: tuple[tuple[str, _Resolver], ...]) -> re.Pattern[str]:

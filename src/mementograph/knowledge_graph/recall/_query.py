@@ -15,6 +15,7 @@ from dataclasses import dataclass
 from datetime import UTC, datetime, timedelta
 from typing import Final, Literal
 
+from ..._languages import MONTHS, RELATIVE_DAYS, RELATIVE_SPANS, UNIT_STEMS, UNITS_AGO, phrase_pattern
 from ..._text import IDEOGRAPH_RUN, ideograph_runs_apart
 from ..entities import entity_key, extract_entities, key_class, stem, stopwords_for
 
@@ -185,7 +186,8 @@ def _next_month(moment: datetime) -> datetime:
 
 def time_range_in(query: str, now: datetime) -> TimeRange | None:
     """The time range a query names relative to `now`, if any: `in March` (the latest March up to now), `last month`,
-    `last week`, `yesterday`, `today`, `N days/weeks/months ago`, `in the past N days/weeks/months`, `in 2022`.
+    `last week`, `yesterday`, `today`, `N days/weeks/months ago`, `in the past N days/weeks/months`, `in 2022`; and
+    their like in the nine other languages `_languages` knows (`im März`, `вчера`, `il y a 3 mois`).
 
     Ranges are generous (a day's slack on each side): a range is a hint for ranking, and people round.
     """
@@ -221,4 +223,48 @@ def time_range_in(query: str, now: datetime) -> TimeRange | None:
     if match:
         count = int(match.group(1)) if match.group(1).isdigit() else _NUMBERS[match.group(1)]
         return TimeRange(now - timedelta(days=count * _UNITS[match.group(2)]) - day, now + day)
+    return _range_in_other_languages(text, now)
+
+
+def _range_in_other_languages(text: str, now: datetime) -> TimeRange | None:
+    """`time_range_in` for the nine other languages `_languages` knows: a month after its preposition (`im März`,
+    `w marcu`), yesterday, today, last week, month or year, and `N` days, weeks or months ago (digits only)."""
+    day = timedelta(days=1)
+    for month_pattern, names in _MONTH_PATTERNS:
+        match = month_pattern.search(text)
+        if match:
+            month = names.index(match.group(1)) + 1
+            year = int(match.group(2)) if match.group(2) else (now.year if month <= now.month else now.year - 1)
+            start = _month_start(year, month)
+            return TimeRange(start - day, _next_month(start) + day)
+    if _YESTERDAY.search(text):
+        return TimeRange(now - 2 * day, now)
+    if _TODAY.search(text):
+        return TimeRange(now - day, now + day)
+    for unit, pattern in _LAST_SPANS:
+        if pattern.search(text):
+            return TimeRange(now - timedelta(days=2 * _UNITS[unit]) - day, now)
+    for pattern in _AGO:
+        match = pattern.search(text)
+        if match:
+            written = match.group('unit').lower()
+            unit = next(unit for unit, stems in UNIT_STEMS.items() if written in stems)
+            span = _UNITS[unit]
+            center = now - timedelta(days=int(match.group('n')) * span)
+            slack = timedelta(days=max(1, span // 2))
+            return TimeRange(center - slack, center + slack)
     return None
+
+
+def _phrases(expressions: str) -> re.Pattern[str]:
+    return re.compile(rf'\b(?:{phrase_pattern(expressions)})\b', re.IGNORECASE)
+
+
+_MONTH_PATTERNS: Final = tuple(
+    (re.compile(rf'\b(?:{prepositions})\s+({"|".join(names)})\b(?:\s+(\d{{4}}))?'), names)
+    for prepositions, names in MONTHS.values()
+)
+_YESTERDAY: Final = _phrases(RELATIVE_DAYS[-1])
+_TODAY: Final = _phrases(RELATIVE_DAYS[0])
+_LAST_SPANS: Final = tuple((unit, _phrases(RELATIVE_SPANS[unit, -1])) for unit in ('week', 'month', 'year'))
+_AGO: Final = tuple(re.compile(rf'\b{pattern}', re.IGNORECASE) for pattern in UNITS_AGO)
