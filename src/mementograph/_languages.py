@@ -105,6 +105,20 @@ _STOPWORDS: Final[dict[str, frozenset[str]]] = {
     ),
 }
 
+_CHAT_WORDS: Final[dict[str, frozenset[str]]] = {
+    'de': _words('danke dank bitte hallo tschüss super toll klasse prima genial cool genau klar okay ja nein schön'),
+    'fr': _words("merci bonjour salut super génial parfait bravo formidable magnifique oui non d'accord"),
+    'es': _words('gracias hola genial perfecto estupendo increíble felicidades vale sí claro bueno'),
+    'it': _words('grazie ciao perfetto fantastico bravo complimenti certo sì bello'),
+    'pt': _words('obrigado obrigada olá ótimo legal perfeito parabéns incrível sim claro'),
+    'nl': _words('bedankt dankjewel hoi hallo leuk prima gefeliciteerd natuurlijk ja nee'),
+    'sv': _words('tack hej kul härligt toppen grattis ja nej'),
+    'ru': _words('спасибо привет отлично супер здорово класс хорошо поздравляю да нет'),
+    'pl': _words('dzięki dziękuję cześć super świetnie dobrze gratulacje jasne tak'),
+}
+"""Thanks, greetings and praise: what a chat says around its facts, no more an entity or a memento's weight than a
+function word. Not markers: `super`, `bravo` and `hallo` are English too."""
+
 _NOT_MARKERS: Final = _words(
     """à ale alla allen also als ante att aus aux bin car che chi com come comment como con contra dal dan das dat
     degli dei del della delle dello dem den der des det die dies dont door dos dove era est fare had han hans har
@@ -270,4 +284,4 @@ _ANY_MARKER: Final = frozenset().union(*_MARKERS.values())
 @functools.cache
 def stopwords_of(languages: tuple[str, ...]) -> frozenset[str]:
     """The stop words of `languages` together (a tuple from `languages_of`, so that it can be cached)."""
-    return frozenset().union(*(_STOPWORDS[language] for language in languages))
+    return frozenset().union(*(_STOPWORDS[language] | _CHAT_WORDS[language] for language in languages))

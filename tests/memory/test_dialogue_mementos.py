@@ -39,6 +39,13 @@ def turn(role: str, text: str, index: int) -> ModelMessage:
     return ModelResponse(parts=[TextPart(text)], timestamp=stamp)
 
 
+def conversation(*texts: str) -> BlockInput:
+    """A block of turns alternating between the user and the assistant, 30 s apart."""
+    return BlockInput.from_messages(
+        [turn('user' if i % 2 == 0 else 'assistant', text, i) for i, text in enumerate(texts)], COUNTER
+    )
+
+
 def chat() -> BlockInput:
     texts = [
         ('user', 'Caroline: Hey Mel! Good to see you! How have you been?'),
@@ -297,18 +304,11 @@ def test_a_speaker_named_in_any_alphabet_labels_its_lines() -> None:
 def test_function_words_of_another_language_weigh_nothing() -> None:
     """A French sentence of function words (`je`, `elle`, `avec`, `nous`, `mais`) counted as many new words as one
     that states a fact; they now weigh nothing, as English ones do, so the fact is what the memento keeps."""
-    block = BlockInput.from_messages(
-        [
-            turn('user', 'Camille: Salut Hugo, tu as des nouvelles de ta sœur pour samedi soir ?', 0),
-            turn(
-                'assistant',
-                'Hugo: Je ne sais pas si elle est avec nous ou avec eux, mais nous verrons bien. '
-                'Le chauffe-eau du garage fuit, le plombier passe jeudi matin.',
-                1,
-            ),
-            turn('user', "Camille: D'accord, merci beaucoup pour ton aide, à bientôt !", 2),
-        ],
-        COUNTER,
+    block = conversation(
+        'Camille: Salut Hugo, tu as des nouvelles de ta sœur pour samedi soir ?',
+        'Hugo: Je ne sais pas si elle est avec nous ou avec eux, mais nous verrons bien. '
+        'Le chauffe-eau du garage fuit, le plombier passe jeudi matin.',
+        "Camille: D'accord, merci beaucoup pour ton aide, à bientôt !",
     )
     result = asyncio.run(MementoEngine().make_memento(block))
     assert result.verified
@@ -317,19 +317,12 @@ def test_function_words_of_another_language_weigh_nothing() -> None:
 
 
 def test_a_german_conversation_gets_its_dates_anchored_and_verified() -> None:
-    block = BlockInput.from_messages(
-        [
-            turn('user', 'Lena: Hallo Jonas! Wie geht es dir? Wie war dein Wochenende?', 0),
-            turn('assistant', 'Jonas: Hallo Lena! Danke, mir geht es gut. Es war sehr schön, wirklich.', 1),
-            turn('user', 'Lena: Das freut mich sehr. Erzähl doch mal, was habt ihr gemacht?', 2),
-            turn(
-                'assistant',
-                'Jonas: Gestern sind wir auf die Zugspitze gestiegen, und nächste Woche fahren wir zum Gardasee.',
-                3,
-            ),
-            turn('user', 'Lena: Wow, das klingt toll! Viel Spaß euch beiden.', 4),
-        ],
-        COUNTER,
+    block = conversation(
+        'Lena: Hallo Jonas! Wie geht es dir? Wie war dein Wochenende?',
+        'Jonas: Hallo Lena! Danke, mir geht es gut. Es war sehr schön, wirklich.',
+        'Lena: Das freut mich sehr. Erzähl doch mal, was habt ihr gemacht?',
+        'Jonas: Gestern sind wir auf die Zugspitze gestiegen, und nächste Woche fahren wir zum Gardasee.',
+        'Lena: Wow, das klingt toll! Viel Spaß euch beiden.',
     )
     result = asyncio.run(MementoEngine().make_memento(block))
     assert result.verified

@@ -71,3 +71,11 @@ def test_a_query_in_another_language_searches_its_content_words() -> None:
     assert not {'haben', 'wir', 'die', 'auf', 'dem'} & set(plan.terms)
     # an English query keeps words that are German function words
     assert 'war' in plan_query('which war museum did we visit').terms
+
+
+def test_thanks_and_praise_of_another_language_are_no_entities() -> None:
+    keys = {entity.key for entity in extract_entities('Danke, das ist super! Die Datenbank läuft wieder, toll.')}
+    assert not {'concept:danke', 'concept:super', 'concept:toll'} & keys
+    assert 'name:datenbank' in keys
+    # in English, `super` stays a word (`super()` in code, "super bowl")
+    assert 'concept:super' in {entity.key for entity in extract_entities('We watched the super bowl final.')}

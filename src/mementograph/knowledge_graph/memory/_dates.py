@@ -10,12 +10,12 @@ resolution right after the expression, in parentheses, the way LoCoMo's annotato
 - `next month (June 2023)`, `last year (2022)`, `three years ago (2020)`
 - `last Saturday (the Saturday before 25 May 2023)`, `two weeks ago (two weeks before 11 August 2023)`
 
-The day, week, month and year expressions and "N days ago" are also read in German, French, Spanish, Italian,
-Portuguese, Dutch, Swedish, Russian and Polish (`gestern (7 May 2023)`, `la semaine dernière (the week before ...)`,
-`3 дня назад (5 May 2023)`); weekdays and number words are English only. Vague expressions ("the other day",
-"recently", "a few days ago", "on Friday") are left alone: an anchor must be derivable, never guessed. Everything
-here is a pure function of the text and the timestamp, so the judge can derive exactly the same anchors to tell them
-from invented dates.
+The day, week, month and year expressions and "N days, weeks or months ago" are also read in German, French,
+Spanish, Italian, Portuguese, Dutch, Swedish, Russian and Polish (`gestern (7 May 2023)`, `la semaine dernière (the
+week before ...)`, `3 дня назад (5 May 2023)`); weekdays and number words are English only. Vague expressions ("the
+other day", "recently", "a few days ago", "on Friday") are left alone: an anchor must be derivable, never guessed.
+Everything here is a pure function of the text and the timestamp, so the judge can derive exactly the same anchors
+to tell them from invented dates.
 """
 
 from __future__ import annotations
@@ -245,8 +245,8 @@ def _rule_match(
 def _matches(text: str) -> list[tuple[re.Match[str], tuple[tuple[str, _Resolver], ...]]]:
     """Every expression of `text` with the rules it was found by, in text order, overlaps left to the first."""
     found = [(match, _EVERY_LANGUAGE) for match in _EXPRESSION.finditer(text)]
-    gated = [language for language in _GATED if language in languages_of(text)] if not text.isascii() else []
-    for language in gated:
+    languages = languages_of(text)
+    for language in (language for language in _GATED if language in languages):
         found += [(match, _GATED[language]) for match in _GATED_EXPRESSIONS[language].finditer(text)]
     found.sort(key=lambda item: item[0].start())
     kept: list[tuple[re.Match[str], tuple[tuple[str, _Resolver], ...]]] = []
