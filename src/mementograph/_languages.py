@@ -24,6 +24,9 @@ __all__ = (
     'SHORT_WORDS',
     'UNITS_AGO',
     'UNIT_STEMS',
+    'WEEKDAYS',
+    'WEEKDAY_AFTER',
+    'WEEKDAY_BEFORE',
     'languages_of',
     'phrase_pattern',
     'stopwords_of',
@@ -232,6 +235,50 @@ UNIT_STEMS: Final = {
     'week': ('woche', 'semaine', 'semana', 'settiman', 'wek', 'veck', 'недел', 'tydzie', 'tygodn'),
     'month': ('monat', 'mois', 'mes', 'mês', 'maand', 'månad', 'месяц', 'miesi'),
 }
+WEEKDAYS: Final[dict[str, int]] = {
+    name: number
+    for number, names in enumerate(
+        (
+            'montag lundi lunes lunedì segunda maandag måndag måndags понедельник poniedziałek',
+            'dienstag mardi martes martedì terça dinsdag tisdag tisdags вторник wtorek',
+            'mittwoch mercredi miércoles mercoledì quarta woensdag onsdag onsdags среду среда środę środa',
+            'donnerstag jeudi jueves giovedì quinta donderdag torsdag torsdags четверг czwartek',
+            'freitag vendredi viernes venerdì sexta vrijdag fredag fredags пятницу пятница piątek',
+            'samstag sonnabend samedi sábado sabato zaterdag lördag lördags субботу суббота sobotę sobota',
+            'sonntag dimanche domingo domenica zondag söndag söndags воскресенье niedzielę niedziela',
+        )
+    )
+    for name in names.split()
+}
+"""Weekday names of the nine languages, Monday 0, also as they read in "last Saturday" (`субботу`, `sobotę`, and
+Swedish `i lördags`, which alone means last Saturday)."""
+_DAY = '(?P<weekday>' + '|'.join(sorted(WEEKDAYS, key=len, reverse=True)) + ')(?:-feira)?'
+WEEKDAY_BEFORE: Final = (
+    f'(?:letzten|vergangenen) {_DAY}',
+    f'{_DAY} (?:dernier|passé)',
+    f'el {_DAY} pasado',
+    f'{_DAY} scors[oa]',
+    f'{_DAY} passad[oa]',
+    f'(?:vorige|afgelopen) {_DAY}',
+    f'i {_DAY}(?<=s)',
+    f'в прошл(?:ый|ую|ое) {_DAY}',
+    f'w (?:zeszły|zeszłą|ubiegły|ubiegłą) {_DAY}',
+)
+"""`last Saturday` in each language, the day in `weekday` (Swedish `i lördags`: its `-s` form only)."""
+WEEKDAY_AFTER: Final = (
+    f'nächsten {_DAY}',
+    f'{_DAY} prochain',
+    f'el {_DAY} que viene',
+    f'el próximo {_DAY}',
+    f'{_DAY} prossim[oa]',
+    f'(?:il prossimo|la prossima) {_DAY}',
+    f'(?:na próxima|no próximo) {_DAY}',
+    f'volgende {_DAY}',
+    f'nästa {_DAY}',
+    f'в следующ(?:ий|ую|ее) {_DAY}',
+    f'w (?:przyszły|przyszłą) {_DAY}',
+)
+"""`next Saturday` in each language, the day in `weekday`."""
 MONTHS: Final[dict[str, tuple[str, tuple[str, ...]]]] = {
     language: (prepositions, tuple(names.split()))
     for language, prepositions, names in (

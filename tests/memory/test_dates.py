@@ -141,3 +141,23 @@ def test_words_that_mean_something_else_elsewhere_are_left_alone() -> None:
         'Hier is the French word we learned.',
     ):
         assert anchor_text(text, MONDAY) == text
+
+
+@pytest.mark.parametrize(
+    ('text', 'expected'),
+    [
+        ('Letzten Samstag', 'Letzten Samstag (the Saturday before 8 May 2023)'),
+        (
+            'samedi dernier, lundi prochain',
+            'samedi dernier (the Saturday before 8 May 2023), lundi prochain (the Monday after 8 May 2023)',
+        ),
+        ('el próximo lunes', 'el próximo lunes (the Monday after 8 May 2023)'),
+        ('na próxima segunda-feira', 'na próxima segunda-feira (the Monday after 8 May 2023)'),
+        ('I lördags', 'I lördags (the Saturday before 8 May 2023)'),
+        ('В прошлую субботу', 'В прошлую субботу (the Saturday before 8 May 2023)'),
+        ('w zeszłą sobotę', 'w zeszłą sobotę (the Saturday before 8 May 2023)'),
+        ('i lördag, el sábado', 'i lördag, el sábado'),  # "on Saturday": which one is not said
+    ],
+)
+def test_weekdays_of_other_languages_are_anchored(text: str, expected: str) -> None:
+    assert anchor_text(text, MONDAY) == expected

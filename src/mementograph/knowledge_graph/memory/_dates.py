@@ -10,12 +10,12 @@ resolution right after the expression, in parentheses, the way LoCoMo's annotato
 - `next month (June 2023)`, `last year (2022)`, `three years ago (2020)`
 - `last Saturday (the Saturday before 25 May 2023)`, `two weeks ago (two weeks before 11 August 2023)`
 
-The day, week, month and year expressions and "N days, weeks or months ago" are also read in German, French,
-Spanish, Italian, Portuguese, Dutch, Swedish, Russian and Polish (`gestern (7 May 2023)`, `la semaine dernière (the
-week before ...)`, `3 дня назад (5 May 2023)`); weekdays and number words are English only. Vague expressions ("the
-other day", "recently", "a few days ago", "on Friday") are left alone: an anchor must be derivable, never guessed.
-Everything here is a pure function of the text and the timestamp, so the judge can derive exactly the same anchors
-to tell them from invented dates.
+The day, week, month and year expressions, "N days, weeks or months ago" and "last / next Saturday" are also read in
+German, French, Spanish, Italian, Portuguese, Dutch, Swedish, Russian and Polish (`gestern (7 May 2023)`, `la
+semaine dernière (the week before ...)`, `3 дня назад (5 May 2023)`, `samedi dernier (the Saturday before ...)`);
+number words are English only. Vague expressions ("the other day", "recently", "a few days ago", "on Friday") are
+left alone: an anchor must be derivable, never guessed. Everything here is a pure function of the text and the
+timestamp, so the judge can derive exactly the same anchors to tell them from invented dates.
 """
 
 from __future__ import annotations
@@ -26,7 +26,17 @@ from dataclasses import dataclass
 from datetime import date, datetime, timedelta, tzinfo
 from typing import Final, Literal, TypeAlias
 
-from ..._languages import RELATIVE_DAYS, RELATIVE_SPANS, UNIT_STEMS, UNITS_AGO, languages_of, phrase_pattern
+from ..._languages import (
+    RELATIVE_DAYS,
+    RELATIVE_SPANS,
+    UNIT_STEMS,
+    UNITS_AGO,
+    WEEKDAY_AFTER,
+    WEEKDAY_BEFORE,
+    languages_of,
+    phrase_pattern,
+)
+from ..._languages import WEEKDAYS as OTHER_WEEKDAYS
 
 __all__ = ('DateAnchor', 'TimeZone', 'anchor_text', 'find_anchors', 'format_day', 'in_zone', 'time_zone')
 
@@ -197,12 +207,18 @@ def _day(offset: int) -> _Resolver:
     return lambda m, d: format_day(d + timedelta(days=offset))
 
 
+def _named_weekday(direction: str) -> _Resolver:
+    return lambda m, d: f'the {WEEKDAYS[OTHER_WEEKDAYS[m.group("weekday").lower()]]} {direction} {format_day(d)}'
+
+
 # The same expressions in the nine other languages `_languages` knows (`_languages.RELATIVE_DAYS`, ...); the anchors
 # stay in English, as the judge reads them.
 _OTHER_LANGUAGES: Final[tuple[tuple[str, _Resolver], ...]] = (
     *((phrase_pattern(RELATIVE_DAYS[offset]), _day(offset)) for offset in (-2, 2, -1, 0, 1)),
     *((phrase_pattern(phrases), _span(unit, offset)) for (unit, offset), phrases in RELATIVE_SPANS.items()),
     *((pattern, _ago) for pattern in UNITS_AGO),
+    *((pattern, _named_weekday('before')) for pattern in WEEKDAY_BEFORE),
+    *((pattern, _named_weekday('after')) for pattern in WEEKDAY_AFTER),
 )
 _GATED: Final[dict[str, tuple[tuple[str, _Resolver], ...]]] = {
     'fr': (('hier', _day(-1)),),
