@@ -15,6 +15,8 @@ from __future__ import annotations
 import functools
 from typing import Final
 
+from ._text import IDEOGRAPHS
+
 __all__ = (
     'LANGUAGES',
     'MIN_MARKERS',
@@ -27,6 +29,7 @@ __all__ = (
     'WEEKDAYS',
     'WEEKDAY_AFTER',
     'WEEKDAY_BEFORE',
+    'bounded',
     'languages_of',
     'phrase_pattern',
     'stopwords_of',
@@ -153,65 +156,70 @@ SHORT_WORDS: Final = 40
 nouveaux fichiers.` holds two. None of the 9,000 English turns and messages of this length in the shared data holds
 two markers of one language."""
 
-# Relative time in the same nine languages (English is `_dates`' and the query planner's own): comma-separated
+# Relative time in the same nine languages, and the days, weeks, months and years of Chinese, Japanese and Korean
+# (English is `_dates`' and the query planner's own; `bounded` lets the East Asian ones touch the words around
+# them, as those languages write them): comma-separated
 # expressions (regular-expression pieces, matched ignoring case), read by `phrase_pattern`. Only words that mean
 # nothing else: `morgen` in lower case only (`Morgen` is German for "morning"); French `hier` (German and Dutch for
 # "here") and Spanish `mañana` ("morning", and an English word) are left to `_dates`, which reads them only in a text
 # taken for their language.
 RELATIVE_DAYS: Final[dict[int, str]] = {
     -2: (
-        "vorgestern, avant-hier, anteayer, antes de ayer, altroieri, l'altro ieri, anteontem, eergisteren,"
+        "前天, 一昨日, 그저께, vorgestern, avant-hier, anteayer, antes de ayer, altroieri, l'altro ieri, anteontem, eergisteren,"
         'i förrgår, позавчера, przedwczoraj'
     ),
-    -1: 'gestern, hier soir, hier matin, ayer, ieri, ontem, gisteren, igår, i går, вчера, wczoraj',
+    -1: '昨天, 昨日, 어제, gestern, hier soir, hier matin, ayer, ieri, ontem, gisteren, igår, i går, вчера, wczoraj',
     0: (
-        "heute morgen, heute früh, heute abend, heute, aujourd'hui, ce matin, ce soir, hoy, esta noche, oggi,"
+        "今天, 今日, 오늘, heute morgen, heute früh, heute abend, heute, aujourd'hui, ce matin, ce soir, hoy, esta noche, oggi,"
         'stamattina, stasera, hoje, esta noite, vandaag, vanmorgen, vanavond, idag, i dag, ikväll, i kväll,'
         'сегодня, dzisiaj, dziś'
     ),
-    1: '(?-i:morgen), demain, domani, amanhã, imorgon, i morgon, завтра, jutro',
+    1: '明天, 明日, 내일, (?-i:morgen), demain, domani, amanhã, imorgon, i morgon, завтра, jutro',
     2: (
-        'übermorgen, après-demain, pasado mañana, dopodomani, depois de amanhã, overmorgen, i övermorgon,'
+        '后天, 明後日, 모레, übermorgen, après-demain, pasado mañana, dopodomani, depois de amanhã, overmorgen, i övermorgon,'
         'послезавтра, pojutrze'
     ),
 }
 """A day by its offset from the day the text was written (-1: `gestern`, `вчера`)."""
 RELATIVE_SPANS: Final[dict[tuple[str, int], str]] = {
     ('week', -1): (
-        'letzte Woche, vergangene Woche, la semaine dernière, la semaine passée, la semana pasada,'
+        '上周, 上星期, 上个星期, 先週, 지난주, 지난 주, letzte Woche, vergangene Woche, la semaine dernière, la semaine passée, la semana pasada,'
         'la settimana scorsa, la scorsa settimana, a semana passada, na semana passada, vorige week,'
         'afgelopen week, förra veckan, на прошлой неделе, w zeszłym tygodniu, w ubiegłym tygodniu'
     ),
     ('week', 0): (
-        'diese Woche, cette semaine, esta semana, questa settimana, deze week, den här veckan, denna vecka,'
+        '这周, 本周, 这个星期, 今週, 이번 주, 이번주, diese Woche, cette semaine, esta semana, questa settimana, deze week, den här veckan, denna vecka,'
         'на этой неделе, w tym tygodniu'
     ),
     ('week', 1): (
-        'nächste Woche, la semaine prochaine, la semana que viene, la próxima semana, la settimana prossima,'
+        '下周, 下星期, 下个星期, 来週, 다음 주, 다음주, nächste Woche, la semaine prochaine, la semana que viene, la próxima semana, la settimana prossima,'
         'la prossima settimana, a próxima semana, na próxima semana, volgende week, nästa vecka,'
         'на следующей неделе, w przyszłym tygodniu'
     ),
     ('month', -1): (
-        'letzten Monat, vergangenen Monat, le mois dernier, le mois passé, el mes pasado, il mese scorso,'
+        '上个月, 先月, 지난달, 지난 달, letzten Monat, vergangenen Monat, le mois dernier, le mois passé, el mes pasado, il mese scorso,'
         'lo scorso mese, o mês passado, no mês passado, vorige maand, afgelopen maand, förra månaden,'
         'в прошлом месяце, w zeszłym miesiącu, w ubiegłym miesiącu'
     ),
     ('month', 0): (
-        'diesen Monat, ce mois-ci, este mes, questo mese, este mês, deze maand, den här månaden, denna månad,'
+        '这个月, 本月, 今月, 이번 달, 이번달, diesen Monat, ce mois-ci, este mes, questo mese, este mês, deze maand, den här månaden, denna månad,'
         'в этом месяце, w tym miesiącu'
     ),
     ('month', 1): (
-        'nächsten Monat, le mois prochain, el mes que viene, el próximo mes, il mese prossimo, il prossimo mese,'
+        '下个月, 来月, 다음 달, 다음달, nächsten Monat, le mois prochain, el mes que viene, el próximo mes, il mese prossimo, il prossimo mese,'
         'o próximo mês, no próximo mês, volgende maand, nästa månad, в следующем месяце, w przyszłym miesiącu'
     ),
     ('year', -1): (
-        "letztes Jahr, letzten Jahr, vergangenes Jahr, l'année dernière, l'an dernier, el año pasado,"
+        "去年, 昨年, 작년, letztes Jahr, letzten Jahr, vergangenes Jahr, l'année dernière, l'an dernier, el año pasado,"
         "l'anno scorso, o ano passado, no ano passado, vorig jaar, afgelopen jaar, förra året, в прошлом году,"
         'w zeszłym roku, w ubiegłym roku'
     ),
-    ('year', 0): "dieses Jahr, cette année, este año, quest'anno, este ano, dit jaar, i år, в этом году, w tym roku",
+    (
+        'year',
+        0,
+    ): "今年, 올해, dieses Jahr, cette année, este año, quest'anno, este ano, dit jaar, i år, в этом году, w tym roku",
     ('year', 1): (
-        "nächstes Jahr, l'année prochaine, l'an prochain, el año que viene, el próximo año, l'anno prossimo,"
+        "明年, 来年, 내년, nächstes Jahr, l'année prochaine, l'an prochain, el año que viene, el próximo año, l'anno prossimo,"
         'il prossimo anno, o próximo ano, no próximo ano, volgend jaar, nästa år, в следующем году,'
         'w przyszłym roku'
     ),
@@ -299,6 +307,16 @@ MONTHS: Final[dict[str, tuple[str, tuple[str, ...]]]] = {
 }
 """Each language's preposition of "in March" and its twelve month names as they read after it (`im März`,
 `в марте`, `w marcu`)."""
+
+
+_EAST_ASIAN: Final = f'{IDEOGRAPHS}\u30a0-\u30ff\uac00-\ud7a3'
+
+
+def bounded(pattern: str) -> str:
+    """`pattern` as a whole expression: not inside a longer word (`yesterdays`), where a Chinese, Japanese or Korean
+    one may touch the characters around it, as those languages write (`我们昨天讨论`, `어제는`), which `\\b` does not
+    allow."""
+    return rf'(?<![^\W{_EAST_ASIAN}])(?:{pattern})(?![^\W{_EAST_ASIAN}])'
 
 
 def phrase_pattern(expressions: str) -> str:

@@ -126,6 +126,13 @@ def test_words_that_only_contain_an_expression_do_not_match() -> None:
         ('Wczoraj, jutro, w zeszłym roku.', 'Wczoraj (7 May 2023), jutro (9 May 2023), w zeszłym roku (2022).'),
         ('Vor 2 Wochen, vor 3 Monaten.', 'Vor 2 Wochen (2 weeks before 8 May 2023), vor 3 Monaten (February 2023).'),
         ('Il y a 1 semaine, hace 2 meses.', 'Il y a 1 semaine (1 week before 8 May 2023), hace 2 meses (March 2023).'),
+        # Chinese, Japanese and Korean write no space around them
+        ('我们昨天讨论了，下周再开会。', '我们昨天 (7 May 2023)讨论了，下周 (the week after 8 May 2023)再开会。'),
+        ('昨日は先月の話をしました。', '昨日 (7 May 2023)は先月 (April 2023)の話をしました。'),
+        (
+            '어제는 서울에, 다음 주에 부산에.',
+            '어제 (7 May 2023)는 서울에, 다음 주 (the week after 8 May 2023)에 부산에.',
+        ),
     ],
 )
 def test_expressions_of_other_languages_are_anchored(text: str, expected: str) -> None:

@@ -190,6 +190,8 @@ def test_time_ranges_named_in_a_query() -> None:
         ('Welches Museum habe ich vor 2 Wochen besucht?', datetime(2023, 5, 6), datetime(2023, 5, 18)),
         ('Quel musée ai-je visité il y a 3 mois ?', datetime(2023, 2, 20), datetime(2023, 5, 1)),
         ('Что я купил 3 дня назад?', datetime(2023, 5, 17), datetime(2023, 5, 10)),
+        ('我昨天买了什么？', datetime(2023, 5, 19, 9), datetime(2023, 5, 10)),
+        ('先月は何を読みましたか', datetime(2023, 4, 10), datetime(2023, 1, 10)),
     ],
 )
 def test_time_ranges_named_in_other_languages(query: str, inside: datetime, outside: datetime) -> None:

@@ -11,11 +11,12 @@ resolution right after the expression, in parentheses, the way LoCoMo's annotato
 - `last Saturday (the Saturday before 25 May 2023)`, `two weeks ago (two weeks before 11 August 2023)`
 
 The day, week, month and year expressions, "N days, weeks or months ago" and "last / next Saturday" are also read in
-German, French, Spanish, Italian, Portuguese, Dutch, Swedish, Russian and Polish (`gestern (7 May 2023)`, `la
-semaine dernière (the week before ...)`, `3 дня назад (5 May 2023)`, `samedi dernier (the Saturday before ...)`);
-number words are English only. Vague expressions ("the other day", "recently", "a few days ago", "on Friday") are
-left alone: an anchor must be derivable, never guessed. Everything here is a pure function of the text and the
-timestamp, so the judge can derive exactly the same anchors to tell them from invented dates.
+German, French, Spanish, Italian, Portuguese, Dutch, Swedish, Russian and Polish, the days, weeks, months and years
+in Chinese, Japanese and Korean too (`我们昨天 (7 May 2023)讨论了`, `gestern (7 May 2023)`, `la semaine dernière (the week
+before ...)`, `3 дня назад (5 May 2023)`, `samedi dernier (the Saturday before ...)`); number words are English
+only. Vague expressions ("the other day", "recently", "a few days ago", "on Friday") are left alone: an anchor must
+be derivable, never guessed. Everything here is a pure function of the text and the timestamp, so the judge can
+derive exactly the same anchors to tell them from invented dates.
 """
 
 from __future__ import annotations
@@ -33,6 +34,7 @@ from ..._languages import (
     UNITS_AGO,
     WEEKDAY_AFTER,
     WEEKDAY_BEFORE,
+    bounded,
     languages_of,
     phrase_pattern,
 )
@@ -211,7 +213,7 @@ def _named_weekday(direction: str) -> _Resolver:
     return lambda m, d: f'the {WEEKDAYS[OTHER_WEEKDAYS[m.group("weekday").lower()]]} {direction} {format_day(d)}'
 
 
-# The same expressions in the nine other languages `_languages` knows (`_languages.RELATIVE_DAYS`, ...); the anchors
+# The same expressions in the other languages `_languages` knows (`_languages.RELATIVE_DAYS`, ...); the anchors
 # stay in English, as the judge reads them.
 _OTHER_LANGUAGES: Final[tuple[tuple[str, _Resolver], ...]] = (
     *((phrase_pattern(RELATIVE_DAYS[offset]), _day(offset)) for offset in (-2, 2, -1, 0, 1)),
@@ -233,7 +235,7 @@ def _scanner(rules: tuple[tuple[str, _Resolver], ...]) -> re.Pattern[str]:
     repeat), and the matched rule re-reads the expression alone to get its named groups."""
     return re.compile(
         '|'.join(
-            rf'(?P<r{index}>\b(?:{re.sub(r"[(][?]P<[a-z]+>", "(?:", pattern)})\b)'
+            rf'(?P<r{index}>{bounded(re.sub(r"[(][?]P<[a-z]+>", "(?:", pattern))})'
             for index, (pattern, _) in enumerate(rules)
         ),
         re.IGNORECASE,

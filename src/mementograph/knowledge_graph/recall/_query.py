@@ -15,7 +15,7 @@ from dataclasses import dataclass
 from datetime import UTC, datetime, timedelta
 from typing import Final, Literal
 
-from ..._languages import MONTHS, RELATIVE_DAYS, RELATIVE_SPANS, UNIT_STEMS, UNITS_AGO, phrase_pattern
+from ..._languages import MONTHS, RELATIVE_DAYS, RELATIVE_SPANS, UNIT_STEMS, UNITS_AGO, bounded, phrase_pattern
 from ..._text import IDEOGRAPH_RUN, ideograph_runs_apart
 from ..entities import entity_key, extract_entities, key_class, stem, stopwords_for
 
@@ -187,7 +187,7 @@ def _next_month(moment: datetime) -> datetime:
 def time_range_in(query: str, now: datetime) -> TimeRange | None:
     """The time range a query names relative to `now`, if any: `in March` (the latest March up to now), `last month`,
     `last week`, `yesterday`, `today`, `N days/weeks/months ago`, `in the past N days/weeks/months`, `in 2022`; and
-    their like in the nine other languages `_languages` knows (`im März`, `вчера`, `il y a 3 mois`).
+    their like in the other languages `_languages` knows (`im März`, `вчера`, `il y a 3 mois`, `先月`).
 
     Ranges are generous (a day's slack on each side): a range is a hint for ranking, and people round.
     """
@@ -227,7 +227,7 @@ def time_range_in(query: str, now: datetime) -> TimeRange | None:
 
 
 def _range_in_other_languages(text: str, now: datetime) -> TimeRange | None:
-    """`time_range_in` for the nine other languages `_languages` knows: a month after its preposition (`im März`,
+    """`time_range_in` for the other languages `_languages` knows: a month after its preposition (`im März`,
     `w marcu`), yesterday, today, last week, month or year, and `N` days, weeks or months ago (digits only)."""
     day = timedelta(days=1)
     for month_pattern, names in _MONTH_PATTERNS:
@@ -257,7 +257,7 @@ def _range_in_other_languages(text: str, now: datetime) -> TimeRange | None:
 
 
 def _phrases(expressions: str) -> re.Pattern[str]:
-    return re.compile(rf'\b(?:{phrase_pattern(expressions)})\b', re.IGNORECASE)
+    return re.compile(bounded(phrase_pattern(expressions)), re.IGNORECASE)
 
 
 _MONTH_PATTERNS: Final = tuple(
