@@ -113,7 +113,7 @@ _STOPWORDS: Final[dict[str, frozenset[str]]] = {
 
 _CHAT_WORDS: Final[dict[str, frozenset[str]]] = {
     'de': _words('danke dank bitte hallo tschüss super toll klasse prima genial cool genau klar okay ja nein schön'),
-    'fr': _words("merci bonjour salut super génial parfait bravo formidable magnifique oui non d'accord"),
+    'fr': _words('merci bonjour salut super génial parfait bravo formidable magnifique oui non'),
     'es': _words('gracias hola genial perfecto estupendo increíble felicidades vale sí claro bueno'),
     'it': _words('grazie ciao perfetto fantastico bravo complimenti certo sì bello'),
     'pt': _words('obrigado obrigada olá ótimo legal perfeito parabéns incrível sim claro'),
@@ -128,10 +128,10 @@ function word. Not markers: `super`, `bravo` and `hallo` are English too."""
 _NOT_MARKERS: Final = _words(
     """à ale alla allen also als ante att aus aux bin car che chi com come comment como con contra dal dan das dat
     degli dei del della delle dello dem den der des det die dies dont door dos dove era est fare had han hans har
-    has hat hay hoe ins las lei
-    les los man mas med men met mia mig min mina mis mit mitt mon mot mucho nada nam nas nic non nos nun ono
-    ons one over par para per plus pod poi por pour qual que sans sea sedan seine sem ser sia sig sin som son sous
-    sue sur sus tem ten tes till todo ton tot tout tra una under uno van var vid von war was wat will"""
+    has hat hay hoe ins las lei les los man mas med men met mia mig min mina mis mit mitt mon mot mucho nada nam nas
+    nic non nos nun ono ons one over par para per plus pod poi por pour qual que sans sea sedan seine sem ser sia sig
+    sin som son sous sue sur sus tem ten tes till todo ton tot tout tra una under uno van var vid von war was wat
+    will"""
 )
 """Words of the lists above that English text or code also uses (`will`, `war`, `del`, `todo`, `plus`, `comment`,
 `sedan`, `mit`): they are stop words of a text in their language, but say nothing of which language a text is in.
@@ -145,6 +145,8 @@ _MARKERS: Final[dict[str, frozenset[str]]] = {
 """What tells a language: its stop words but those of `_NOT_MARKERS` and the short ASCII ones (`er`, `je`, `op`
 are English or code fragments too); `ça`, `på` and the Cyrillic ones are kept."""
 
+_ANY_MARKER: Final = frozenset().union(*_MARKERS.values())
+
 LANGUAGES: Final = tuple(_STOPWORDS)
 """The languages with stop words here, by ISO 639-1 code."""
 
@@ -153,7 +155,7 @@ MIN_MARKERS: Final = 3
 or more, and an English text of a few hundred may quote two (`sono`, `una`)."""
 SHORT_WORDS: Final = 40
 """A text of fewer words needs one marker less: `Peux-tu vérifier si la tâche cron tourne encore ? Je ne vois pas de
-nouveaux fichiers.` holds two. None of the 9,000 English turns and messages of this length in the shared data holds
+nouveaux fichiers.` holds two. None of the 8,994 English turns and messages of this length in the shared data holds
 two markers of one language."""
 
 # Relative time in the same nine languages, and the days, weeks, months and years of Chinese, Japanese and Korean
@@ -341,9 +343,6 @@ def languages_of(text: str) -> tuple[str, ...]:
     if len(distinct & _ANY_MARKER) < needed:
         return ()
     return tuple(language for language in LANGUAGES if len(distinct & _MARKERS[language]) >= needed)
-
-
-_ANY_MARKER: Final = frozenset().union(*_MARKERS.values())
 
 
 @functools.cache
