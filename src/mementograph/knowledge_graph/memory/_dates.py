@@ -21,6 +21,7 @@ derive exactly the same anchors to tell them from invented dates.
 
 from __future__ import annotations
 
+import functools
 import re
 from collections.abc import Callable
 from dataclasses import dataclass
@@ -34,7 +35,6 @@ from ..._languages import (
     UNITS_AGO,
     WEEKDAY_AFTER,
     WEEKDAY_BEFORE,
-    bounded,
     languages_of,
     phrase_pattern,
 )
@@ -205,6 +205,11 @@ def _span(unit: str, offset: int) -> _Resolver:
     return lambda m, d: str(d.year + offset)
 
 
+def _word(pattern: str) -> str:
+    """`pattern` as whole words (`phrase_pattern` bounds its own, a Chinese or Japanese one not at all)."""
+    return rf'\b(?:{pattern})\b'
+
+
 def _day(offset: int) -> _Resolver:
     return lambda m, d: format_day(d + timedelta(days=offset))
 
@@ -218,33 +223,39 @@ def _named_weekday(direction: str) -> _Resolver:
 _OTHER_LANGUAGES: Final[tuple[tuple[str, _Resolver], ...]] = (
     *((phrase_pattern(RELATIVE_DAYS[offset]), _day(offset)) for offset in (-2, 2, -1, 0, 1)),
     *((phrase_pattern(phrases), _span(unit, offset)) for (unit, offset), phrases in RELATIVE_SPANS.items()),
-    *((pattern, _ago) for pattern in UNITS_AGO),
-    *((pattern, _named_weekday('before')) for pattern in WEEKDAY_BEFORE),
-    *((pattern, _named_weekday('after')) for pattern in WEEKDAY_AFTER),
+    *((_word(pattern), _ago) for pattern in UNITS_AGO),
+    *((_word(pattern), _named_weekday('before')) for pattern in WEEKDAY_BEFORE),
+    *((_word(pattern), _named_weekday('after')) for pattern in WEEKDAY_AFTER),
 )
 _GATED: Final[dict[str, tuple[tuple[str, _Resolver], ...]]] = {
-    'fr': (('hier', _day(-1)),),
-    'es': (('(?<!la )(?<!esta )(?<!cada )(?<!una )mañana', _day(1)),),
+    'fr': ((_word('hier'), _day(-1)),),
+    'es': ((_word('(?<!la )(?<!esta )(?<!cada )(?<!una )mañana'), _day(1)),),
 }
 """Expressions read only in a text taken for their language (`languages_of`): French `hier` is German and Dutch for
 "here", Spanish `mañana` is also "morning" (not after an article: "esta mañana", this morning) and an English word."""
 
 
 def _scanner(rules: tuple[tuple[str, _Resolver], ...]) -> re.Pattern[str]:
-    """One scan for every rule: each rule is a numbered group (its own named groups made anonymous, as names may not
-    repeat), and the matched rule re-reads the expression alone to get its named groups."""
+    """One scan for every rule (each bounded already): each rule is a numbered group (its own named groups made
+    anonymous, as names may not repeat), and the matched rule re-reads the expression alone to get its named groups."""
     return re.compile(
         '|'.join(
-            rf'(?P<r{index}>{bounded(re.sub(r"[(][?]P<[a-z]+>", "(?:", pattern))})'
-            for index, (pattern, _) in enumerate(rules)
+            rf'(?P<r{index}>{re.sub(r"[(][?]P<[a-z]+>", "(?:", pattern)})' for index, (pattern, _) in enumerate(rules)
         ),
         re.IGNORECASE,
     )
 
 
-_EVERY_LANGUAGE: Final = (*_RULES, *_OTHER_LANGUAGES)
-_EXPRESSION: Final = _scanner(_EVERY_LANGUAGE)
-_GATED_EXPRESSIONS: Final = {language: _scanner(rules) for language, rules in _GATED.items()}
+_EVERY_LANGUAGE: Final = (*((_word(pattern), resolve) for pattern, resolve in _RULES), *_OTHER_LANGUAGES)
+
+
+@functools.cache
+def _expression(language: str | None = None) -> re.Pattern[str]:
+    """The scan of every language's rules (`None`), or of one language's gated ones: compiled on first use, as the
+    ten languages' expressions take ~30 ms to compile and most processes never read a conversation."""
+    return _scanner(_EVERY_LANGUAGE if language is None else _GATED[language])
+
+
 _FOLLOWING_ANCHOR: Final = re.compile(r'\s*\(')
 _POSSESSIVE: Final = re.compile(r"['\u2019]s\b")
 
@@ -262,10 +273,10 @@ def _rule_match(
 
 def _matches(text: str) -> list[tuple[re.Match[str], tuple[tuple[str, _Resolver], ...]]]:
     """Every expression of `text` with the rules it was found by, in text order, overlaps left to the first."""
-    found = [(match, _EVERY_LANGUAGE) for match in _EXPRESSION.finditer(text)]
+    found = [(match, _EVERY_LANGUAGE) for match in _expression().finditer(text)]
     languages = languages_of(text)
     for language in (language for language in _GATED if language in languages):
-        found += [(match, _GATED[language]) for match in _GATED_EXPRESSIONS[language].finditer(text)]
+        found += [(match, _GATED[language]) for match in _expression(language).finditer(text)]
     found.sort(key=lambda item: item[0].start())
     kept: list[tuple[re.Match[str], tuple[tuple[str, _Resolver], ...]]] = []
     for match, rules in found:

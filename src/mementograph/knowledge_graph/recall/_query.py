@@ -15,7 +15,7 @@ from dataclasses import dataclass
 from datetime import UTC, datetime, timedelta
 from typing import Final, Literal
 
-from ..._languages import MONTHS, RELATIVE_DAYS, RELATIVE_SPANS, UNIT_STEMS, UNITS_AGO, bounded, phrase_pattern
+from ..._languages import MONTHS, RELATIVE_DAYS, RELATIVE_SPANS, UNIT_STEMS, UNITS_AGO, phrase_pattern
 from ..._text import IDEOGRAPH_RUN, ideograph_runs_apart
 from ..entities import entity_key, extract_entities, key_class, stem, stopwords_for
 
@@ -257,7 +257,7 @@ def _range_in_other_languages(text: str, now: datetime) -> TimeRange | None:
 
 
 def _phrases(expressions: str) -> re.Pattern[str]:
-    return re.compile(bounded(phrase_pattern(expressions)), re.IGNORECASE)
+    return re.compile(phrase_pattern(expressions), re.IGNORECASE)
 
 
 _MONTH_PATTERNS: Final = tuple(
