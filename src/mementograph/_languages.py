@@ -13,6 +13,7 @@ messages, the 8 taken for another language quote passages in it, such as a Germa
 from __future__ import annotations
 
 import functools
+import re
 from typing import Final
 
 __all__ = (
@@ -23,13 +24,13 @@ __all__ = (
     'RELATIVE_SPANS',
     'SHORT_WORDS',
     'UNITS_AGO',
-    'UNIT_STEMS',
-    'WEEKDAYS',
     'WEEKDAY_AFTER',
     'WEEKDAY_BEFORE',
+    'WEEKDAY_NUMBERS',
     'languages_of',
     'phrase_pattern',
     'stopwords_of',
+    'unit_of',
 )
 
 
@@ -234,14 +235,21 @@ UNITS_AGO: Final = (
     r'(?P<n>\d{1,3}) (?P<unit>д|недел|месяц)\w* назад',
     r'(?P<n>\d{1,3}) (?P<unit>dn|dzie|tydzie|tygodn|miesi)\w* temu',
 )
-"""`N` days, weeks or months ago, one pattern a language: the count in `n`, the unit's stem in `unit`
-(`UNIT_STEMS`)."""
-UNIT_STEMS: Final = {
+"""`N` days, weeks or months ago, one pattern a language: the count in `n`, the unit's stem in `unit` (`unit_of`)."""
+_UNIT_STEMS: Final = {
     'day': ('tag', 'jour', 'día', 'giorn', 'dia', 'dag', 'д', 'dn', 'dzie'),
     'week': ('woche', 'semaine', 'semana', 'settiman', 'wek', 'veck', 'недел', 'tydzie', 'tygodn'),
     'month': ('monat', 'mois', 'mes', 'mês', 'maand', 'månad', 'месяц', 'miesi'),
 }
-WEEKDAYS: Final[dict[str, int]] = {
+
+
+def unit_of(match: re.Match[str]) -> tuple[int, str]:
+    """`(N, 'day' | 'week' | 'month')` of a `UNITS_AGO` match."""
+    written = match.group('unit').lower()
+    return int(match.group('n')), next(unit for unit, stems in _UNIT_STEMS.items() if written in stems)
+
+
+WEEKDAY_NUMBERS: Final[dict[str, int]] = {
     name: number
     for number, names in enumerate(
         (
@@ -258,7 +266,7 @@ WEEKDAYS: Final[dict[str, int]] = {
 }
 """Weekday names of the nine languages, Monday 0, also as they read in "last Saturday" (`субботу`, `sobotę`, and
 Swedish `i lördags`, which alone means last Saturday)."""
-_DAY = '(?P<weekday>' + '|'.join(sorted(WEEKDAYS, key=len, reverse=True)) + ')(?:-feira)?'
+_DAY = '(?P<weekday>' + '|'.join(sorted(WEEKDAY_NUMBERS, key=len, reverse=True)) + ')(?:-feira)?'
 WEEKDAY_BEFORE: Final = (
     f'(?:letzten|vergangenen) {_DAY}',
     f'{_DAY} (?:dernier|passé)',
@@ -314,7 +322,8 @@ def phrase_pattern(expressions: str) -> str:
     class of their characters would do both in one pattern, but compiling it costs ~13 ms a pattern, at import.)"""
     ordered = sorted((part.strip() for part in expressions.split(',')), key=len, reverse=True)
     return '|'.join(
-        part if part >= '\u3000' else rf'\b(?:{part})\b' for part in (p.replace("'", "['\\u2019]") for p in ordered)
+        part if part[0] >= '\u3000' else rf'\b(?:{part})\b'  # from U+3000 on: Chinese, Japanese, Korean
+        for part in (p.replace("'", "['\\u2019]") for p in ordered)
     )
 
 

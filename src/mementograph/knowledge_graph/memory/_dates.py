@@ -31,14 +31,14 @@ from typing import Final, Literal, TypeAlias
 from ..._languages import (
     RELATIVE_DAYS,
     RELATIVE_SPANS,
-    UNIT_STEMS,
     UNITS_AGO,
     WEEKDAY_AFTER,
     WEEKDAY_BEFORE,
+    WEEKDAY_NUMBERS,
     languages_of,
     phrase_pattern,
+    unit_of,
 )
-from ..._languages import WEEKDAYS as OTHER_WEEKDAYS
 
 __all__ = ('DateAnchor', 'TimeZone', 'anchor_text', 'find_anchors', 'format_day', 'in_zone', 'time_zone')
 
@@ -188,10 +188,10 @@ _RULES: Final[tuple[tuple[str, _Resolver], ...]] = (
 
 def _ago(match: re.Match[str], day: date) -> str:
     """`N` days, weeks or months before `day`, written as the English rules write them."""
-    count, stem = int(match.group('n')), match.group('unit').lower()
-    if stem in UNIT_STEMS['day']:
+    count, unit = unit_of(match)
+    if unit == 'day':
         return format_day(day - timedelta(days=count))
-    if stem in UNIT_STEMS['week']:
+    if unit == 'week':
         return f'{count} week{"s" * (count > 1)} before {format_day(day)}'
     return _month(day, -count)
 
@@ -215,7 +215,7 @@ def _day(offset: int) -> _Resolver:
 
 
 def _named_weekday(direction: str) -> _Resolver:
-    return lambda m, d: f'the {WEEKDAYS[OTHER_WEEKDAYS[m.group("weekday").lower()]]} {direction} {format_day(d)}'
+    return lambda m, d: f'the {WEEKDAYS[WEEKDAY_NUMBERS[m.group("weekday").lower()]]} {direction} {format_day(d)}'
 
 
 # The same expressions in the other languages `_languages` knows (`_languages.RELATIVE_DAYS`, ...); the anchors
@@ -274,9 +274,10 @@ def _rule_match(
 def _matches(text: str) -> list[tuple[re.Match[str], tuple[tuple[str, _Resolver], ...]]]:
     """Every expression of `text` with the rules it was found by, in text order, overlaps left to the first."""
     found = [(match, _EVERY_LANGUAGE) for match in _expression().finditer(text)]
-    languages = languages_of(text)
-    for language in (language for language in _GATED if language in languages):
-        found += [(match, _GATED[language]) for match in _expression(language).finditer(text)]
+    for language in _GATED:
+        gated = [(match, _GATED[language]) for match in _expression(language).finditer(text)]
+        if gated and language in languages_of(text):  # the text's language is read only when a gated word is there
+            found += gated
     found.sort(key=lambda item: item[0].start())
     kept: list[tuple[re.Match[str], tuple[tuple[str, _Resolver], ...]]] = []
     for match, rules in found:

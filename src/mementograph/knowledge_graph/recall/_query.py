@@ -15,7 +15,7 @@ from dataclasses import dataclass
 from datetime import UTC, datetime, timedelta
 from typing import Final, Literal
 
-from ..._languages import MONTHS, RELATIVE_DAYS, RELATIVE_SPANS, UNIT_STEMS, UNITS_AGO, phrase_pattern
+from ..._languages import MONTHS, RELATIVE_DAYS, RELATIVE_SPANS, UNITS_AGO, phrase_pattern, unit_of
 from ..._text import IDEOGRAPH_RUN, ideograph_runs_apart
 from ..entities import entity_key, extract_entities, key_class, stem, stopwords_for
 
@@ -196,10 +196,7 @@ def time_range_in(query: str, now: datetime) -> TimeRange | None:
     day = timedelta(days=1)
     match = re.search(r'\b(?:in|during|of|since)\s+(' + '|'.join(_MONTHS) + r')\b(?:\s+(\d{4}))?', text)
     if match:
-        month = _MONTHS.index(match.group(1)) + 1
-        year = int(match.group(2)) if match.group(2) else (now.year if month <= now.month else now.year - 1)
-        start = _month_start(year, month)
-        return TimeRange(start - day, _next_month(start) + day)
+        return _month_range(_MONTHS.index(match.group(1)) + 1, match.group(2), now)
     match = re.search(r'\b(?:in|during)\s+((?:19|20)\d{2})\b', text)
     if match:
         year = int(match.group(1))
@@ -210,20 +207,35 @@ def time_range_in(query: str, now: datetime) -> TimeRange | None:
         return TimeRange(now - day, now + day)
     match = re.search(r'\blast\s+(week|month|year)\b', text)
     if match:
-        span = _UNITS[match.group(1)]
-        return TimeRange(now - timedelta(days=2 * span) - day, now)
+        return _last_range(match.group(1), now)
     match = re.search(r'\b(\d+|an?|one|two|three|four|five|six|few)\s+(day|week|month|year)s?\s+ago\b', text)
     if match:
         count = int(match.group(1)) if match.group(1).isdigit() else _NUMBERS[match.group(1)]
-        span = _UNITS[match.group(2)]
-        center = now - timedelta(days=count * span)
-        slack = timedelta(days=max(1, span // 2))
-        return TimeRange(center - slack, center + slack)
+        return _ago_range(count, match.group(2), now)
     match = re.search(r'\b(?:past|last|previous)\s+(\d+|two|three|four|five|six|few)\s+(day|week|month|year)s\b', text)
     if match:
         count = int(match.group(1)) if match.group(1).isdigit() else _NUMBERS[match.group(1)]
         return TimeRange(now - timedelta(days=count * _UNITS[match.group(2)]) - day, now + day)
     return _range_in_other_languages(text, now)
+
+
+def _month_range(month: int, year: str | None, now: datetime) -> TimeRange:
+    """The month (of `year`, else the latest one up to `now`), a day's slack on each side."""
+    start = _month_start(int(year) if year else (now.year if month <= now.month else now.year - 1), month)
+    return TimeRange(start - timedelta(days=1), _next_month(start) + timedelta(days=1))
+
+
+def _last_range(unit: str, now: datetime) -> TimeRange:
+    """ "last week / month / year": up to two of them back, people being loose about which."""
+    return TimeRange(now - timedelta(days=2 * _UNITS[unit] + 1), now)
+
+
+def _ago_range(count: int, unit: str, now: datetime) -> TimeRange:
+    """`count` units before `now`, half a unit's slack on each side (a day at least)."""
+    span = _UNITS[unit]
+    center = now - timedelta(days=count * span)
+    slack = timedelta(days=max(1, span // 2))
+    return TimeRange(center - slack, center + slack)
 
 
 def _range_in_other_languages(text: str, now: datetime) -> TimeRange | None:
@@ -233,26 +245,18 @@ def _range_in_other_languages(text: str, now: datetime) -> TimeRange | None:
     for month_pattern, names in _MONTH_PATTERNS:
         match = month_pattern.search(text)
         if match:
-            month = names.index(match.group(1)) + 1
-            year = int(match.group(2)) if match.group(2) else (now.year if month <= now.month else now.year - 1)
-            start = _month_start(year, month)
-            return TimeRange(start - day, _next_month(start) + day)
+            return _month_range(names.index(match.group(1)) + 1, match.group(2), now)
     if _YESTERDAY.search(text):
         return TimeRange(now - 2 * day, now)
     if _TODAY.search(text):
         return TimeRange(now - day, now + day)
     for unit, pattern in _LAST_SPANS:
         if pattern.search(text):
-            return TimeRange(now - timedelta(days=2 * _UNITS[unit]) - day, now)
+            return _last_range(unit, now)
     for pattern in _AGO:
         match = pattern.search(text)
         if match:
-            written = match.group('unit').lower()
-            unit = next(unit for unit, stems in UNIT_STEMS.items() if written in stems)
-            span = _UNITS[unit]
-            center = now - timedelta(days=int(match.group('n')) * span)
-            slack = timedelta(days=max(1, span // 2))
-            return TimeRange(center - slack, center + slack)
+            return _ago_range(*unit_of(match), now)
     return None
 
 
