@@ -15,7 +15,15 @@ from mementograph.knowledge_graph import BlockRecord, Eviction
 from mementograph.knowledge_graph.entities import mentions_for
 from mementograph.knowledge_graph.recall import _values, recall
 from mementograph.knowledge_graph.store import GraphStore, open_store
-from mementograph.knowledge_graph.store._base import fts_terms, is_prefix_term, search_words, spaced_ideographs
+from mementograph.knowledge_graph.store._base import (
+    fts_terms,
+    is_prefix_term,
+    search_words,
+    spaced_ideographs,
+    term_pairs,
+    token_pairs,
+)
+from mementograph.knowledge_graph.store._sqlite import _phrase, text_columns
 from tests.conftest import open_neo4j
 
 
@@ -149,6 +157,39 @@ def test_chinese_and_japanese_characters_are_words_on_both_backends(text: str) -
     conn.execute('INSERT INTO t (x) VALUES (?)', (spaced_ideographs(text),))
     fts5 = [row[0] for row in conn.execute('SELECT term FROM v ORDER BY offset')]
     assert search_words(text).casefold().split() == [term.casefold() for term in fts5]
+
+
+@settings(max_examples=300, deadline=None)
+@given(text=st.text(st.sampled_from('ab1Zq_./-:\\ ,(é数据ファ'), max_size=40))
+def test_a_compound_word_is_found_through_its_token_pairs(text: str) -> None:
+    """SQLite searches a path or dotted name as the phrase of its token pairs (`token_pairs`, the `pairs` column):
+    FTS5 reads each pair as one token, and every query word copied from a text finds the text."""
+    conn = sqlite3.connect(':memory:')
+    conn.execute("CREATE VIRTUAL TABLE t USING fts5(text, pairs, tokenize = 'unicode61')")
+    conn.execute("CREATE VIRTUAL TABLE v USING fts5vocab(t, 'instance')")
+    conn.execute('INSERT INTO t (text, pairs) VALUES (?, ?)', text_columns(text))
+    pairs = [row[0] for row in conn.execute("SELECT term FROM v WHERE col = 'pairs' ORDER BY offset")]
+    assert pairs == text_columns(text)[1].casefold().split()
+    for term in (term for term in fts_terms(text) if search_words(term)):  # a term of no token finds nothing
+        assert conn.execute('SELECT count(*) FROM t WHERE t MATCH ?', (_phrase(term),)).fetchone() == (1,), term
+
+
+def test_only_ascii_words_of_several_tokens_are_searched_by_pairs() -> None:
+    assert term_pairs('django/db/models/sql/query.py') == (
+        'django\u01c2db db\u01c2models models\u01c2sql sql\u01c2query query\u01c2py'
+    )
+    assert [term_pairs(term) for term in ('_combine_nd', 'query', 'café.py', '数据')] == ['combine\u01c2nd', '', '', '']
+    assert _phrase('reproduce_issue.py') == 'pairs : "reproduce\u01c2issue issue\u01c2py"'
+    # a compound is a run of ASCII letters and digits joined by `._-/\:`, not by a space or another letter
+    assert token_pairs('run reproduce_issue.py; C:\\a\\b.txt e.g. 10:30, foo(bar) x\u00e9.py').split() == [
+        'reproduce\u01c2issue',
+        'issue\u01c2py',
+        'C\u01c2a',
+        'a\u01c2b',
+        'b\u01c2txt',
+        'e\u01c2g',
+        '10\u01c230',
+    ]
 
 
 def test_a_chinese_or_japanese_query_is_searched_by_its_character_pairs() -> None:

@@ -354,11 +354,11 @@ def test_a_newer_format_is_refused_by_name(tmp_path: Path) -> None:
     with SqliteStore(path):
         pass
     conn = sqlite3.connect(path)
-    conn.execute("UPDATE meta SET value = 'mementograph-sqlite-9' WHERE key = 'format'")
+    conn.execute("UPDATE meta SET value = 'mementograph-sqlite-10' WHERE key = 'format'")
     conn.commit()
     conn.close()
 
-    with pytest.raises(StoreUnavailableError, match=f"{path}.*'mementograph-sqlite-9'.*newer"):
+    with pytest.raises(StoreUnavailableError, match=f"{path}.*'mementograph-sqlite-10'.*newer"):
         SqliteStore(path)
 
 
@@ -690,7 +690,7 @@ def test_format_5_file_gets_an_empty_vectors_table(tmp_path: Path) -> None:
     assert (
         conn.execute("SELECT value FROM meta WHERE key = 'format'").fetchone()
         == (FORMAT,)
-        == ('mementograph-sqlite-8',)
+        == ('mementograph-sqlite-9',)
     )
     conn.close()
 
@@ -717,7 +717,7 @@ def test_format_6_file_gets_block_ids_in_its_scope_index(tmp_path: Path) -> None
         assert store.list_block_ids(namespace='default', session_id='s1') == [(b.id, 's1') for b in blocks]
     conn = sqlite3.connect(path)
     assert [row[2] for row in conn.execute('PRAGMA index_info(blocks_scope)')][-1] == 'id'
-    assert conn.execute("SELECT value FROM meta WHERE key = 'format'").fetchone() == ('mementograph-sqlite-8',)
+    assert conn.execute("SELECT value FROM meta WHERE key = 'format'").fetchone() == ('mementograph-sqlite-9',)
     plan = conn.execute(
         "EXPLAIN QUERY PLAN SELECT id FROM blocks WHERE namespace = 'default' AND session_id = 's1' AND kind = 'block'"
     ).fetchall()
@@ -745,7 +745,7 @@ def test_format_7_file_finds_words_inside_chinese_and_japanese_text(tmp_path: Pa
     conn.execute("UPDATE meta SET value = 'mementograph-sqlite-7' WHERE key = 'format'")
     conn.commit()
     assert conn.execute("""SELECT count(*) FROM text_fts WHERE text_fts MATCH '"数 据"'""").fetchone() == (0,)
-    others = conn.execute('SELECT rowid, text FROM text_fts WHERE item_id <> ?', (evictions[0][1].id,)).fetchall()
+    others = conn.execute('SELECT item_id, text FROM text_fts WHERE item_id <> ?', (evictions[0][1].id,)).fetchall()
     conn.close()
 
     with SqliteStore(path) as store:
@@ -753,8 +753,49 @@ def test_format_7_file_finds_words_inside_chinese_and_japanese_text(tmp_path: Pa
         assert [hit.id for hit in store.search_text('PostgreSQL')] == [evictions[0][1].id]
         assert [hit.id for hit in store.search_text('deploy.sh')] == [evictions[1][1].id]
     conn = sqlite3.connect(path)
-    assert conn.execute("SELECT value FROM meta WHERE key = 'format'").fetchone() == ('mementograph-sqlite-8',)
-    assert conn.execute('SELECT rowid, text FROM text_fts WHERE item_id <> ?', (evictions[0][1].id,)).fetchall() == (
-        others
-    )  # documents without Han or Hiragana are not rewritten
+    assert conn.execute("SELECT value FROM meta WHERE key = 'format'").fetchone() == ('mementograph-sqlite-9',)
+    assert sorted(conn.execute('SELECT item_id, text FROM text_fts WHERE item_id <> ?', (evictions[0][1].id,))) == (
+        sorted(others)
+    )  # indexed again from the archive, the same
+    conn.close()
+
+
+def test_format_8_file_gets_the_pairs_of_its_compound_words(tmp_path: Path) -> None:
+    from pydantic_ai.messages import ModelRequest, UserPromptPart
+
+    from tests.store.test_contract import make_eviction
+
+    path = tmp_path / 'v8.db'
+    texts = ('the deploy script lives in ops/deploy.sh', 'deploy it, then sh the ops notes')
+    evictions = [
+        make_eviction([ModelRequest(parts=[UserPromptPart(text)])], session_id='s1', namespace='default', seq=seq)
+        for seq, text in enumerate(texts)
+    ]
+    with SqliteStore(path) as store:
+        for eviction, _, _ in evictions:
+            store.write_eviction(eviction)
+        store.search_text('deploy')  # indexed before the file is taken back to format 8
+    conn = sqlite3.connect(path)  # as format 8 left it: the same rows, indexed without a `pairs` column
+    rows = conn.execute('SELECT rowid, item_id, namespace, session_id, scope, text FROM text_fts').fetchall()
+    assert len(rows) == 4  # two blocks and their mementos
+    conn.execute('DROP TABLE text_fts')
+    conn.execute(
+        'CREATE VIRTUAL TABLE text_fts USING fts5 (item_id UNINDEXED, namespace UNINDEXED, session_id UNINDEXED, '
+        "scope, text, tokenize = 'unicode61')"
+    )
+    conn.executemany(
+        'INSERT INTO text_fts (rowid, item_id, namespace, session_id, scope, text) VALUES (?, ?, ?, ?, ?, ?)', rows
+    )
+    conn.execute("UPDATE meta SET value = 'mementograph-sqlite-8' WHERE key = 'format'")
+    conn.commit()
+    conn.close()
+
+    with SqliteStore(path) as store:
+        assert [hit.id for hit in store.search_text('ops/deploy.sh')] == [evictions[0][1].id]
+        assert {hit.id for hit in store.search_text('deploy')} == {evictions[0][1].id, evictions[1][1].id}
+    conn = sqlite3.connect(path)
+    assert conn.execute("SELECT value FROM meta WHERE key = 'format'").fetchone() == ('mementograph-sqlite-9',)
+    assert conn.execute('SELECT pairs FROM text_fts WHERE item_id = ?', (evictions[0][1].id,)).fetchone() == (
+        'ops\u01c2deploy deploy\u01c2sh',
+    )
     conn.close()

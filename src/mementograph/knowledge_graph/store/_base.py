@@ -3,9 +3,10 @@
 from __future__ import annotations
 
 import re
-from collections.abc import Mapping, Sequence
+from collections.abc import Iterator, Mapping, Sequence
 from dataclasses import replace
 from datetime import UTC, datetime
+from itertools import pairwise
 
 from ..._text import IDEOGRAPH_RUN, IDEOGRAPHS, character_pairs, without_particle
 from .._schema import DEFAULT_NAMESPACE, BlockRecord, Mention, PageRecord, SessionEvent
@@ -18,7 +19,6 @@ __all__ = (
     'check_mention_sources',
     'check_page',
     'fts_terms',
-    'has_ideographs',
     'is_prefix_term',
     'log_conflict',
     'missing_sources',
@@ -145,11 +145,6 @@ _SEPARATORS = re.compile(r'[\W_]+')
 _ASCII_SEPARATORS = str.maketrans({chr(code): ' ' for code in range(128) if not chr(code).isalnum()})
 
 
-def has_ideographs(text: str) -> bool:
-    """Whether `text` holds a Han ideograph or Hiragana character (what `spaced_ideographs` changes)."""
-    return not text.isascii() and _IDEOGRAPH.search(text) is not None
-
-
 def spaced_ideographs(text: str) -> str:
     """`text` with a space on each side of every Han ideograph and Hiragana character, so that FTS5's `unicode61`,
     which reads a run of them as one word (a whole Chinese sentence is one token), reads each as a word, as Lucene
@@ -171,6 +166,42 @@ def search_words(text: str) -> str:
 
 
 _HANGUL_WORD = re.compile('[\uac00-\ud7a3]{2,}')
+
+
+PAIR_JOIN = '\u01c2'
+"""Joins two tokens into one `unicode61` token (U+01C2, a letter to FTS5, in no word of any language's text)."""
+_COMPOUND = re.compile(r'(?<![^\W_])[A-Za-z0-9]++(?:[._\-/\\:]++[A-Za-z0-9]++)+(?![^\W_])')
+"""A compound word: ASCII letters and digits joined by `._-/\\:`, not touching another letter or digit (`éfoo.bar`
+is the tokens `efoo bar` to FTS5). Possessive, so a word is not tried again from each of its letters."""
+_ASCII_COMPOUND = re.compile(r'(?<![A-Za-z0-9])[A-Za-z0-9]++(?:[._\-/\\:]++[A-Za-z0-9]++)+')
+"""The same in ASCII text, where no other letter can touch it: 2.3x faster (0.17 ms for a 4.6 KB block)."""
+_JOINERS = re.compile(r'[._\-/\\:]+')
+_ASCII_TOKEN = re.compile('[A-Za-z0-9]+')
+
+
+def _pairs(tokens: Sequence[str]) -> Iterator[str]:
+    return map(PAIR_JOIN.join, pairwise(tokens))
+
+
+def token_pairs(text: str) -> str:
+    """Each pair of adjacent tokens inside `text`'s compound words (ASCII words joined by `.`, `_`, `-`, `/`, `\\`
+    or `:`, as paths, dotted and snake_case names are) as one token, one space between: what SQLite indexes in
+    its `pairs` full-text column.
+
+    A search term of several tokens (`django/db/models/sql/query.py`) is a phrase, and FTS5 finds a phrase by
+    walking the documents of each of its tokens (`py`, `django`, `db`: tens of thousands at 100k blocks), twice,
+    since `bm25()` walks all of a phrase's matches for its IDF. The same phrase made of pairs (`django\u01c2db
+    db\u01c2models ...`) walks the documents holding each pair, a few hundred: the same matches inside a compound
+    word at a fraction of the cost (at 100k blocks, 3.0 ms against 19.8 for that path ranked alone). A phrase that
+    crossed a space or other punctuation no longer matches."""
+    compounds = (_ASCII_COMPOUND if text.isascii() else _COMPOUND).findall(text)
+    return ' '.join(' '.join(_pairs(_JOINERS.split(compound))) for compound in compounds)
+
+
+def term_pairs(term: str) -> str:
+    """An ASCII search term of several tokens as the phrase of its token pairs (`token_pairs`), or `''`."""
+    tokens = _ASCII_TOKEN.findall(term) if term.isascii() else []
+    return ' '.join(_pairs(tokens))
 
 
 def is_prefix_term(term: str) -> bool:

@@ -40,12 +40,13 @@ from ._base import (
     check_mention_sources,
     check_page,
     fts_terms,
-    has_ideographs,
     is_prefix_term,
     log_conflict,
     missing_sources,
     now_iso,
     spaced_ideographs,
+    term_pairs,
+    token_pairs,
 )
 from ._errors import (
     BlockNotFoundError,
@@ -62,12 +63,12 @@ if TYPE_CHECKING:  # recall reads (section at the end of SqliteStore); a runtime
 
 __all__ = ('SqliteStore',)
 
-FORMAT: Final = 'mementograph-sqlite-8'
+FORMAT: Final = 'mementograph-sqlite-9'
 """Written to `meta`. Format 1 files (a `summarizes` link table, eager entity index), format 2 files (a
 `page_blocks` table, every eviction's mentions in `mention_queue`), format 3 files (no `entities.blocks` count)
 format 4 files (no `scope` in the full-text index), format 5 files (no `vectors` table), format 6 files (no
-block ids in `blocks_scope`) and format 7 files (Chinese and Japanese text indexed as whole runs) are migrated in
-place at open."""
+block ids in `blocks_scope`), format 7 files (Chinese and Japanese text indexed as whole runs) and format 8 files
+(no `pairs` column in the full-text index) are migrated in place at open."""
 DEFAULT_BUSY_TIMEOUT: Final = 5.0
 
 _MENTIONS_ENTITY_INDEX: Final = (
@@ -193,7 +194,7 @@ CREATE TABLE IF NOT EXISTS events (
 CREATE INDEX IF NOT EXISTS events_messages ON events (namespace, session_id, message_index)
     WHERE message_index IS NOT NULL;
 CREATE VIRTUAL TABLE IF NOT EXISTS text_fts USING fts5 (
-    item_id UNINDEXED, namespace UNINDEXED, session_id UNINDEXED, scope, text, tokenize = 'unicode61'
+    item_id UNINDEXED, namespace UNINDEXED, session_id UNINDEXED, scope, text, pairs, tokenize = 'unicode61'
 );
 """
     + _VECTORS_TABLE
@@ -213,9 +214,10 @@ _FORMAT_4: Final = 'mementograph-sqlite-4'
 _FORMAT_5: Final = 'mementograph-sqlite-5'
 _FORMAT_6: Final = 'mementograph-sqlite-6'
 _FORMAT_7: Final = 'mementograph-sqlite-7'
-_OLD_FORMATS: Final = (_FORMAT_1, _FORMAT_2, _FORMAT_3, _FORMAT_4, _FORMAT_5, _FORMAT_6, _FORMAT_7)
-_TEXT_RANK: Final = 'bm25(text_fts, 0.0, 0.0, 0.0, 0.0, 1.0)'
-"""BM25 over the `text` column alone: the scope tokens a scoped query adds score nothing."""
+_FORMAT_8: Final = 'mementograph-sqlite-8'
+_OLD_FORMATS: Final = (_FORMAT_1, _FORMAT_2, _FORMAT_3, _FORMAT_4, _FORMAT_5, _FORMAT_6, _FORMAT_7, _FORMAT_8)
+_TEXT_RANK: Final = 'bm25(text_fts, 0.0, 0.0, 0.0, 0.0, 1.0, 1.0)'
+"""BM25 over the `text` and `pairs` columns: the scope tokens a scoped query adds score nothing."""
 _TEXT_SCOPE_SHARE: Final = 4
 """A namespace holding at most 1/this of the file's documents, and at most this many times `TEXT_MAX_DF`, is
 searched by intersecting the query with its scope token, as a session is; a larger one through the whole file's
@@ -360,18 +362,15 @@ def _migrate_from_6(conn: sqlite3.Connection) -> None:
     conn.execute("UPDATE meta SET value = ? WHERE key = 'format'", (_FORMAT_7,))
 
 
-def _migrate_from_7(conn: sqlite3.Connection) -> None:
-    """Take a format-7 file to format 8, inside the caller's transaction: every full-text document that holds Han
-    ideographs or Hiragana is indexed again with each of them a word (`spaced_ideographs`); format 7 indexed a run of
-    them as one word, so no search found a word inside a Chinese or Japanese sentence. The text is read from the
-    index itself (no block is decoded), and documents without such characters are not rewritten."""
-    conn.create_function('mementograph_spaced', 1, spaced_ideographs, deterministic=True)
-    conn.create_function('mementograph_has_ideographs', 1, has_ideographs, deterministic=True)
-    try:
-        conn.execute('UPDATE text_fts SET text = mementograph_spaced(text) WHERE mementograph_has_ideographs(text)')
-    finally:
-        conn.create_function('mementograph_spaced', 1, None)
-        conn.create_function('mementograph_has_ideographs', 1, None)
+def _migrate_from_8(conn: sqlite3.Connection) -> None:
+    """Take a format-7 or 8 file to format 9, inside the caller's transaction: the full-text index is dropped and
+    made again with its `pairs` column (`token_pairs`), which a search for a path or a dotted name reads instead of
+    walking the documents of each of its common tokens. Derived data, as in `_migrate_from_4`: the first search
+    after the upgrade indexes every block and memento again (at 100k blocks, 99 s once here), with each Han
+    ideograph and Hiragana character a word (`spaced_ideographs`), which format 7 did not do."""
+    conn.execute('DROP TABLE IF EXISTS text_fts')
+    conn.execute(next(s for s in _SCHEMA.split(';') if 'CREATE VIRTUAL TABLE IF NOT EXISTS text_fts' in s))
+    conn.execute("DELETE FROM meta WHERE key IN ('fts_blocks', 'fts_mementos')")
     conn.execute("UPDATE meta SET value = ? WHERE key = 'format'", (FORMAT,))
 
 
@@ -391,8 +390,9 @@ def _scope_tokens(namespace: str, session_id: str) -> str:
 _ID_BATCH: Final = 500
 """Ids bound per `IN (...)` list: far under SQLite's bound-parameter limit, few statements for a long list."""
 _QUEUE_BATCH: Final = 500
-_TEXT_BATCH: Final = 4_000
-"""Mementos and blocks the full-text index takes in per transaction when it catches up (~1 s of work here)."""
+_TEXT_BATCH: Final = 2_000
+"""Mementos and blocks the full-text index takes in per transaction when it catches up (~1 s of work here; 4,000
+until the `pairs` column made each document cost twice as much to index)."""
 _CATCH_UP_PAUSE: Final = 0.1
 """Seconds an index catch-up (full text, entities) lets the write lock go between full batches: SQLite's busy
 handler retries a waiting writer at least every 100 ms, so the pause lets it in (a lock let go for an instant
@@ -415,7 +415,9 @@ _UPSERT_PAGE: Final = (
     'last_turn = excluded.last_turn, summary = excluded.summary, topics_json = excluded.topics_json, '
     'members_json = json_patch(excluded.members_json, pages.members_json)'  # a member keeps its first position
 )
-_INSERT_TEXT: Final = 'INSERT INTO text_fts (item_id, namespace, session_id, scope, text) VALUES (?, ?, ?, ?, ?)'
+_INSERT_TEXT: Final = (
+    'INSERT INTO text_fts (item_id, namespace, session_id, scope, text, pairs) VALUES (?, ?, ?, ?, ?, ?)'
+)
 _MENTIONS_MARK: Final = 'mentions_blocks'
 """`meta` key: the `rid` of the last block whose `mentions` are in the entity index."""
 _INSERT_MEMENTO: Final = (
@@ -517,6 +519,20 @@ def _members_only(
         return kept[:limit]
     finally:
         cursor.close()  # the statement ends here, not when the cursor is collected (it holds a read snapshot)
+
+
+def text_columns(text: str) -> tuple[str, str]:
+    """A document's `text` and `pairs` columns: its words as FTS5 should split them (`spaced_ideographs`), and the
+    token pairs of its compound words (`token_pairs`) in that form (`配置config.yaml` is `配 置 config.yaml`)."""
+    spaced = spaced_ideographs(text)
+    return spaced, token_pairs(spaced)
+
+
+def _phrase(term: str) -> str:
+    """A search term as an FTS5 phrase: a compound word's as the phrase of its token pairs (`token_pairs`)."""
+    if pairs := term_pairs(term):
+        return f'pairs : "{pairs}"'
+    return '"' + spaced_ideographs(term).replace('"', '""') + ('" *' if is_prefix_term(term) else '"')
 
 
 def _text_df(conn: sqlite3.Connection, memo: dict[tuple[str, str, int], int], phrase: str, cap: int) -> int:
@@ -745,7 +761,7 @@ class SqliteStore:
             raise
 
     def _migrate(self, conn: sqlite3.Connection, old: str) -> None:
-        """Migrate a format-1 to 7 file in one transaction: a failure (or a kill) leaves it as it was, whole."""
+        """Migrate a format-1 to 8 file in one transaction: a failure (or a kill) leaves it as it was, whole."""
         conn.execute('BEGIN IMMEDIATE')
         try:
             fmt = conn.execute("SELECT value FROM meta WHERE key = 'format'").fetchone()
@@ -760,10 +776,10 @@ class SqliteStore:
                 _migrate_from_4(conn)
             if fmt is not None and fmt[0] in (_FORMAT_1, _FORMAT_2, _FORMAT_3, _FORMAT_4, _FORMAT_5):
                 _migrate_from_5(conn)
-            if fmt is not None and fmt[0] in _OLD_FORMATS[:-1]:
+            if fmt is not None and fmt[0] in _OLD_FORMATS[:-2]:
                 _migrate_from_6(conn)
             if fmt is not None and fmt[0] in _OLD_FORMATS:
-                _migrate_from_7(conn)
+                _migrate_from_8(conn)
             conn.execute('COMMIT')
         except BaseException as exc:
             if conn.in_transaction:
@@ -1495,7 +1511,7 @@ class SqliteStore:
                 conn.executemany(
                     _INSERT_TEXT,
                     [
-                        (item, ns, session, _scope_tokens(ns, session), spaced_ideographs(text))
+                        (item, ns, session, _scope_tokens(ns, session), *text_columns(text))
                         for _, item, ns, session, text in mementos
                     ],
                 )
@@ -1515,7 +1531,7 @@ class SqliteStore:
                 text = '\n'.join(message_text(m) for m in deserialize_messages(_stored_bytes(row['messages_json'])))
                 namespace, session = row['namespace'], row['session_id']
                 scope = _scope_tokens(namespace, session)
-                conn.execute(_INSERT_TEXT, (row['id'], namespace, session, scope, spaced_ideographs(text)))
+                conn.execute(_INSERT_TEXT, (row['id'], namespace, session, scope, *text_columns(text)))
                 last, indexed = row['rid'], indexed + 1
             if indexed:
                 conn.execute("INSERT OR REPLACE INTO meta (key, value) VALUES ('fts_blocks', ?)", (str(last),))
@@ -1549,7 +1565,9 @@ class SqliteStore:
         frequency counted up to that cap, a bounded read), and a query of only such words is scored over the
         latest `TEXT_MAX_DF` documents holding its rarest word (told apart up to `_TEXT_FLOOR_SPAN` times the cap).
         These counts are kept while the index stays the same (`_text_memo`): a phrase of common tokens such as
-        `django/db/models/sql/query.py` costs milliseconds to count at 100k blocks.
+        `django/db/models/sql/query.py` costs milliseconds to count at 100k blocks. Such a word (several ASCII
+        tokens) is searched as the phrase of its token pairs, in the `pairs` column (`token_pairs`), which walks
+        the documents holding each pair rather than those holding each common token.
 
         The scope: every document carries a token for its namespace and one for its session (`scope`). A session,
         or a small namespace (`_TEXT_SCOPE_SHARE`), is searched by intersecting the query with its token,
@@ -1565,10 +1583,7 @@ class SqliteStore:
         if not terms or k <= 0:
             return []
         self._index_text()
-        phrases = [
-            '"' + spaced_ideographs(term).replace('"', '""') + ('" *' if is_prefix_term(term) else '"')
-            for term in terms
-        ]
+        phrases = [_phrase(term) for term in terms]
         with self._search() as conn:
             # the highest rowid: the documents indexed (give or take deletions), read off the B-tree's last page
             docs = conn.execute('SELECT max(rowid) FROM text_fts_docsize').fetchone()[0] or 0
