@@ -21,10 +21,9 @@ from mementograph.knowledge_graph.store._base import (
     search_words,
     spaced_ideographs,
     term_pairs,
-    text_columns,
     token_pairs,
 )
-from mementograph.knowledge_graph.store._sqlite import _phrase
+from mementograph.knowledge_graph.store._sqlite import _phrase, text_columns
 from tests.conftest import open_neo4j
 
 
@@ -249,30 +248,6 @@ def test_words_of_any_script_are_found_on_both_backends(
     store, namespace = backend
     ids = write(store, namespace, 's1', MULTILINGUAL)
     assert [hit.id for hit in store.search_text(query, k=3, namespace=namespace)][:1] == [ids[index]]
-
-
-def test_a_compound_word_is_searched_as_one_on_both_backends(backend: tuple[GraphStore, str]) -> None:
-    """A path or dotted name is searched through its token pairs on both backends: it finds the texts that write it
-    (inside a longer path too, or joined by other punctuation), not its words written apart."""
-    store, namespace = backend
-    ids = write(
-        store,
-        namespace,
-        's1',
-        [
-            'ran python reproduce_issue.py and it failed',
-            'to reproduce the issue, py files were edited',
-            'see /testbed/scripts/reproduce_issue.py for the steps',
-            'reproduce-issue/py is a folder',
-        ],
-    )
-    assert {hit.id for hit in store.search_text('reproduce_issue.py', k=10, namespace=namespace)} == {
-        ids[0],
-        ids[2],
-        ids[3],
-    }
-    assert {hit.id for hit in store.search_text('scripts/reproduce_issue', k=10, namespace=namespace)} == {ids[2]}
-    assert {hit.id for hit in store.search_text('issue', k=10, namespace=namespace)} == set(ids)
 
 
 @pytest.mark.parametrize(

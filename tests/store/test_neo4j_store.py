@@ -139,7 +139,7 @@ def test_full_text_index_is_eventually_consistent_and_holds_the_scope(store: Neo
     ).records
     assert len(records) == 1
     assert records[0]['options']['indexConfig']['fulltext.eventually_consistent'] is True
-    assert records[0]['properties'] == ['words', 'pairs', 'namespace', 'session_id']
+    assert records[0]['properties'] == ['words', 'namespace', 'session_id']
 
 
 def test_schema_setup_gives_an_older_versions_records_their_words(
@@ -154,7 +154,7 @@ def test_schema_setup_gives_an_older_versions_records_their_words(
     )
     store.write_eviction(eviction)
     driver = store._driver  # plays the older version's schema and records
-    driver.execute_query('MATCH (n:EvictedBlock|Memento {namespace: $ns}) REMOVE n.words, n.pairs', ns=ns)
+    driver.execute_query('MATCH (n:EvictedBlock|Memento {namespace: $ns}) REMOVE n.words', ns=ns)
     driver.execute_query(f'DROP INDEX {FULLTEXT_INDEX}')
     driver.execute_query(
         f'CREATE FULLTEXT INDEX {FULLTEXT_INDEX} FOR (n:Memento|EvictedBlock) ON EACH [n.text, n.namespace, '
@@ -177,36 +177,7 @@ def test_schema_setup_gives_an_older_versions_records_their_words(
     properties = driver.execute_query(
         'SHOW INDEXES YIELD name, properties WHERE name = $name RETURN properties', name=FULLTEXT_INDEX
     ).records[0]['properties']
-    assert properties == ['words', 'pairs', 'namespace', 'session_id']
-
-
-def test_schema_setup_gives_an_older_versions_records_their_pairs(
-    store: Neo4jStore, neo4j_server: dict[str, str], unique_namespace: str
-) -> None:
-    """A store written before the `pairs` property (format 9 on SQLite): setup gives its blocks and mementos their
-    pairs before the index over them replaces the old one, so a path is found through its pairs."""
-    ns = unique_namespace
-    eviction, _, memento = make_eviction(
-        session_history(1), session_id='s', namespace=ns, memento_text='the deploy script is ops/deploy.sh'
-    )
-    store.write_eviction(eviction)
-    driver = store._driver  # plays the older version's schema and records
-    driver.execute_query('MATCH (n:EvictedBlock|Memento {namespace: $ns}) REMOVE n.pairs', ns=ns)
-    driver.execute_query(f'DROP INDEX {FULLTEXT_INDEX}')
-    driver.execute_query(
-        f'CREATE FULLTEXT INDEX {FULLTEXT_INDEX} FOR (n:Memento|EvictedBlock) ON EACH [n.words, n.namespace, '
-        'n.session_id] OPTIONS {indexConfig: {`fulltext.eventually_consistent`: true}}'
-    )
-    driver.execute_query('CALL db.awaitIndexes(300)')
-    assert store.search_text('ops/deploy.sh', namespace=ns) == []
-
-    upgraded = open_neo4j(neo4j_server)  # opening runs schema setup
-    try:
-        assert [hit.id for hit in upgraded.search_text('ops/deploy.sh', namespace=ns)] == [memento.id]
-        pairs = upgraded.query('MATCH (m:Memento {namespace: $namespace}) RETURN m.pairs AS pairs', namespace=ns)
-        assert pairs == [{'pairs': 'ops\u01c2deploy deploy\u01c2sh'}]
-    finally:
-        upgraded.close()
+    assert properties == ['words', 'namespace', 'session_id']
 
 
 def test_delete_session_keeps_shared_entities(store: Neo4jStore, unique_namespace: str) -> None:

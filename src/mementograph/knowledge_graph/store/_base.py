@@ -27,9 +27,6 @@ __all__ = (
     'recover_chain',
     'search_words',
     'spaced_ideographs',
-    'term_pairs',
-    'text_columns',
-    'token_pairs',
 )
 
 
@@ -205,13 +202,6 @@ def term_pairs(term: str) -> str:
     """An ASCII search term of several tokens as the phrase of its token pairs (`token_pairs`), or `''`."""
     tokens = _ASCII_TOKEN.findall(term) if term.isascii() else []
     return ' '.join(_pairs(tokens))
-
-
-def text_columns(text: str) -> tuple[str, str]:
-    """A document's `text` and `pairs` columns: its words as FTS5 should split them (`spaced_ideographs`), and the
-    token pairs of its compound words (`token_pairs`) in that form (`配置config.yaml` is `配 置 config.yaml`)."""
-    spaced = spaced_ideographs(text)
-    return spaced, token_pairs(spaced)
 
 
 def is_prefix_term(term: str) -> bool:

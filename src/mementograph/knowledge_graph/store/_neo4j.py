@@ -52,8 +52,6 @@ from ._base import (
     missing_sources,
     now_iso,
     search_words,
-    term_pairs,
-    text_columns,
 )
 from ._cypher import (
     DEFAULT_QUERY_LIMIT,
@@ -112,7 +110,7 @@ _SCHEMA: Final = (
     ('mementograph_entity_namespace', 'CREATE INDEX mementograph_entity_namespace IF NOT EXISTS FOR (n:Entity) ON (n.namespace)'),
     ('mementograph_session_namespace', 'CREATE INDEX mementograph_session_namespace IF NOT EXISTS FOR (n:Session) ON (n.namespace)'),
     (FULLTEXT_INDEX, f'CREATE FULLTEXT INDEX {FULLTEXT_INDEX} IF NOT EXISTS FOR (n:Memento|EvictedBlock) '
-                     'ON EACH [n.words, n.pairs, n.namespace, n.session_id] OPTIONS {indexConfig: {`fulltext.eventually_consistent`: true}}'),
+                     'ON EACH [n.words, n.namespace, n.session_id] OPTIONS {indexConfig: {`fulltext.eventually_consistent`: true}}'),
 )  # fmt: skip
 _OBSOLETE_INDEXES: Final = (
     'mementograph_block_session', 'mementograph_memento_session', 'mementograph_page_session',
@@ -150,29 +148,17 @@ def _is_memento_id(item_id: str) -> bool:
     return item_id.startswith('mem_')
 
 
-_FULLTEXT_PROPERTIES: Final = ['words', 'pairs', 'namespace', 'session_id']
-"""What the full-text index covers: the text's words (`search_words`: split where SQLite's FTS5 splits them), the
-token pairs of its compound words (`token_pairs`: a path or dotted name is searched through them, as on SQLite), and
+_FULLTEXT_PROPERTIES: Final = ['words', 'namespace', 'session_id']
+"""What the full-text index covers: the text's words (`search_words`: split where SQLite's FTS5 splits them), and
 the namespace and session, so that a search filters its scope inside Lucene (one index serves every namespace of
 the server: filtering the top hits afterwards read other namespaces' or sessions' matches)."""
 _BACKFILL_BATCH: Final = 500
-"""Nodes per transaction when schema setup gives the records of an older version their `words` and `pairs`."""
+"""Nodes per transaction when schema setup gives the records of an older version their `words`."""
 
 
 def _lucene_phrase(text: str) -> str:
     """`text` as a Lucene phrase query (quoted, with its backslashes and quotes escaped)."""
     return '"' + text.replace('\\', '\\\\').replace('"', '\\"') + '"'
-
-
-def _lucene_term(term: str) -> str:
-    """A search term as a Lucene query: a compound word's as the phrase of its token pairs (`token_pairs`), a
-    Korean word as a prefix, any other as the phrase of its words; `''` for a term with no word."""
-    if pairs := term_pairs(term):
-        return f'pairs:{_lucene_phrase(pairs)}'
-    words = search_words(term)
-    if not words:
-        return ''
-    return f'words:{words}*' if is_prefix_term(words) else f'words:{_lucene_phrase(words)}'
 
 
 def _lucene_filter(field: str, value: str | None) -> str:
@@ -785,8 +771,7 @@ class Neo4jStore:
 
         A full-text index left by an earlier version is rebuilt: one with synchronous updates (updating it inside
         every commit cost ~8 ms an eviction, most of a small eviction's time), one without the namespace, or one
-        over the text as written, or one without `pairs` (blocks and mementos of that version get their `words` and
-        `pairs` first, in batches).
+        over the text as written (blocks and mementos of that version get their `words` first, in batches).
         Idempotent and safe to race: another process creating the same schema at the same time is not an error.
         """
         try:
@@ -1280,7 +1265,11 @@ class Neo4jStore:
         terms = list(dict.fromkeys(fts_terms(query)))
         if not terms or k <= 0:
             return []
-        phrases = list(dict.fromkeys(phrase for term in terms if (phrase := _lucene_term(term))))
+        phrases = [
+            f'words:{words}*' if is_prefix_term(words) else f'words:{_lucene_phrase(words)}'
+            for words in dict.fromkeys(map(search_words, terms))
+            if words
+        ]
         if not phrases:
             return []
         returns = (
@@ -1682,7 +1671,6 @@ def _block_row(block: BlockRecord) -> dict[str, Any]:
         'messages_json': block.messages_json,
         'text': block.text,
         'words': search_words(block.text),
-        'pairs': text_columns(block.text)[1],
         'started_at': block.started_at,
     }
     return {'id': block.id, 'props': {key: value for key, value in props.items() if value is not None}}
@@ -1695,7 +1683,6 @@ def _memento_row(memento: MementoRecord) -> dict[str, Any]:
         'namespace': memento.namespace,
         'text': memento.text,
         'words': search_words(memento.text),
-        'pairs': text_columns(memento.text)[1],
         'tokens': memento.tokens,
         'summarizes': list(memento.summarizes),
         'score': memento.score,
@@ -1815,33 +1802,23 @@ def _page_rows(pages: Sequence[PageRecord]) -> list[dict[str, Any]]:
 
 
 def _backfill_words(session: neo4j.Session) -> None:
-    """Give every block and memento without `words` (written by a version that indexed `text`) or `pairs` (one
-    that searched a path as a phrase of its words) both, in batches along the id index: idempotent, so an
-    interrupted setup is finished by the next one."""
+    """Give every block and memento without `words` (written by a version that indexed `text`) its `words`, in
+    batches along the id index: idempotent, so an interrupted setup is finished by the next one."""
     for label in ('EvictedBlock', 'Memento'):
         after = ''
         while True:
             rows = session.run(
                 _q(
                     f'MATCH (n:{label}) USING INDEX n:{label}(id) WHERE n.id > $after '
-                    'RETURN n.id AS id, n.text AS text, n.words IS NULL OR n.pairs IS NULL AS missing '
-                    'ORDER BY n.id LIMIT $batch'
+                    'RETURN n.id AS id, n.text AS text, n.words IS NULL AS missing ORDER BY n.id LIMIT $batch'
                 ),
                 after=after,
                 batch=_BACKFILL_BATCH,
             ).data()
-            missing = [
-                {'id': row['id'], 'words': search_words(row['text'] or ''), 'pairs': text_columns(row['text'] or '')[1]}
-                for row in rows
-                if row['missing']
-            ]
+            missing = [{'id': row['id'], 'words': search_words(row['text'] or '')} for row in rows if row['missing']]
             if missing:
                 session.run(
-                    _q(
-                        f'UNWIND $rows AS row MATCH (n:{label} {{id: row.id}}) '
-                        'SET n.words = row.words, n.pairs = row.pairs'
-                    ),
-                    rows=missing,
+                    _q(f'UNWIND $rows AS row MATCH (n:{label} {{id: row.id}}) SET n.words = row.words'), rows=missing
                 ).consume()
             if len(rows) < _BACKFILL_BATCH:
                 break

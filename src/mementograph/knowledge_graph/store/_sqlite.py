@@ -46,7 +46,7 @@ from ._base import (
     now_iso,
     spaced_ideographs,
     term_pairs,
-    text_columns,
+    token_pairs,
 )
 from ._errors import (
     BlockNotFoundError,
@@ -519,6 +519,13 @@ def _members_only(
         return kept[:limit]
     finally:
         cursor.close()  # the statement ends here, not when the cursor is collected (it holds a read snapshot)
+
+
+def text_columns(text: str) -> tuple[str, str]:
+    """A document's `text` and `pairs` columns: its words as FTS5 should split them (`spaced_ideographs`), and the
+    token pairs of its compound words (`token_pairs`) in that form (`配置config.yaml` is `配 置 config.yaml`)."""
+    spaced = spaced_ideographs(text)
+    return spaced, token_pairs(spaced)
 
 
 def _phrase(term: str) -> str:
