@@ -1,6 +1,6 @@
 """SQLite full-text search above `TEXT_MIN_DOCS`: the bounded document frequencies it keeps per state of the FTS5
-index (never stale after a write, by this connection or another), and a query of only common words scored under the
-rarest of them, not under its first."""
+index (never stale after a write, by this connection or another), a query of only common words scored under the
+rarest of them, not under its first, and a path searched through its token pairs."""
 
 from __future__ import annotations
 
@@ -111,3 +111,23 @@ def test_a_backlog_is_indexed_in_batches_that_let_other_writers_in(
         got = ranking(store, written)
     assert statements.count('COMMIT') >= (len(texts) + 1 - 4) // 4  # the rest, one transaction per batch of four
     assert got == expected and got[0][0] == 'wombat notes'
+
+
+def test_a_compound_word_is_searched_through_its_token_pairs(tmp_path: Path) -> None:
+    """A path or dotted name is the phrase of its token pairs (the `pairs` column): it finds the texts that write it,
+    inside a longer path too or joined by other punctuation, and not its words written apart."""
+    with SqliteStore(tmp_path / 'kg.db') as store:
+        blocks = _write(
+            store,
+            's',
+            [
+                'ran python reproduce_issue.py and it failed',
+                'we reproduce issue py style bugs',
+                'see /testbed/scripts/reproduce_issue.py for the steps',
+                'reproduce-issue/py is a folder',
+            ],
+        )
+        ids = [block.id for block in blocks]
+        assert set(_ids(store, 'reproduce_issue.py', k=10)) == {ids[0], ids[2], ids[3]}
+        assert set(_ids(store, 'scripts/reproduce_issue', k=10)) == {ids[2]}
+        assert set(_ids(store, 'issue', k=10)) == set(ids)
