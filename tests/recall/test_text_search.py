@@ -178,10 +178,16 @@ def test_only_ascii_words_of_several_tokens_are_searched_by_pairs() -> None:
     assert term_pairs('django/db/models/sql/query.py') == (
         'django\u01c2db db\u01c2models models\u01c2sql sql\u01c2query query\u01c2py'
     )
-    assert [term_pairs(term) for term in ('_combine_nd', 'query', 'café.py', '数据')] == ['combine\u01c2nd', '', '', '']
+    assert [term_pairs(term) for term in ('_combine_nd', 'query', 'café.py', '数据', 'high-end')] == [
+        'combine\u01c2nd',
+        '',
+        '',
+        '',
+        '',
+    ]
     assert _phrase('reproduce_issue.py') == 'pairs : "reproduce\u01c2issue issue\u01c2py"'
-    # a compound is a run of ASCII letters and digits joined by `._-/\:`, not by a space or another letter
-    assert token_pairs('run reproduce_issue.py; C:\\a\\b.txt e.g. 10:30, foo(bar) x\u00e9.py').split() == [
+    # a compound is a run of ASCII letters and digits joined by `._/\:`, not by a space, a hyphen or another letter
+    assert token_pairs('run reproduce_issue.py; C:\\a\\b.txt e.g. 10:30, foo(bar) x\u00e9.py self-care').split() == [
         'reproduce\u01c2issue',
         'issue\u01c2py',
         'C\u01c2a',

@@ -115,7 +115,8 @@ def test_a_backlog_is_indexed_in_batches_that_let_other_writers_in(
 
 def test_a_compound_word_is_searched_through_its_token_pairs(tmp_path: Path) -> None:
     """A path or dotted name is the phrase of its token pairs (the `pairs` column): it finds the texts that write it,
-    inside a longer path too or joined by other punctuation, and not its words written apart."""
+    inside a longer path too or joined by other punctuation, and not its words written apart. A hyphenated word is
+    the phrase of its words, as prose writes it with or without the hyphen."""
     with SqliteStore(tmp_path / 'kg.db') as store:
         blocks = _write(
             store,
@@ -124,10 +125,13 @@ def test_a_compound_word_is_searched_through_its_token_pairs(tmp_path: Path) -> 
                 'ran python reproduce_issue.py and it failed',
                 'we reproduce issue py style bugs',
                 'see /testbed/scripts/reproduce_issue.py for the steps',
-                'reproduce-issue/py is a folder',
+                'C:\\repo\\reproduce.issue:py is a stream',
+                'a stand-up comedy special',
+                'a stand up comedy night',
             ],
         )
         ids = [block.id for block in blocks]
         assert set(_ids(store, 'reproduce_issue.py', k=10)) == {ids[0], ids[2], ids[3]}
         assert set(_ids(store, 'scripts/reproduce_issue', k=10)) == {ids[2]}
-        assert set(_ids(store, 'issue', k=10)) == set(ids)
+        assert set(_ids(store, 'issue', k=10)) == set(ids[:4])
+        assert set(_ids(store, 'stand-up', k=10)) == {ids[4], ids[5]}

@@ -366,7 +366,7 @@ def _migrate_from_8(conn: sqlite3.Connection) -> None:
     """Take a format-7 or 8 file to format 9, inside the caller's transaction: the full-text index is dropped and
     made again with its `pairs` column (`token_pairs`), which a search for a path or a dotted name reads instead of
     walking the documents of each of its common tokens. Derived data, as in `_migrate_from_4`: the first search
-    after the upgrade indexes every block and memento again (at 100k blocks, 99 s once here), with each Han
+    after the upgrade indexes every block and memento again (at 100k blocks, 78 s once here), with each Han
     ideograph and Hiragana character a word (`spaced_ideographs`), which format 7 did not do."""
     conn.execute('DROP TABLE IF EXISTS text_fts')
     conn.execute(next(s for s in _SCHEMA.split(';') if 'CREATE VIRTUAL TABLE IF NOT EXISTS text_fts' in s))
@@ -392,7 +392,7 @@ _ID_BATCH: Final = 500
 _QUEUE_BATCH: Final = 500
 _TEXT_BATCH: Final = 2_000
 """Mementos and blocks the full-text index takes in per transaction when it catches up (~1 s of work here; 4,000
-until the `pairs` column made each document cost twice as much to index)."""
+until the `pairs` column made each document cost ~1.8x as much to index)."""
 _CATCH_UP_PAUSE: Final = 0.1
 """Seconds an index catch-up (full text, entities) lets the write lock go between full batches: SQLite's busy
 handler retries a waiting writer at least every 100 ms, so the pause lets it in (a lock let go for an instant
