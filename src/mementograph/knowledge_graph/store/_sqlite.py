@@ -332,14 +332,20 @@ def _migrate_from_3(conn: sqlite3.Connection) -> None:
     conn.execute("UPDATE meta SET value = ? WHERE key = 'format'", (_FORMAT_4,))
 
 
+def _new_text_index(conn: sqlite3.Connection) -> None:
+    """Drop the full-text index and make it empty as `_SCHEMA` has it, its marks reset: derived data, which the
+    first search indexes again from the archived blocks and mementos."""
+    conn.execute('DROP TABLE IF EXISTS text_fts')
+    conn.execute(next(s for s in _SCHEMA.split(';') if 'CREATE VIRTUAL TABLE IF NOT EXISTS text_fts' in s))
+    conn.execute("DELETE FROM meta WHERE key IN ('fts_blocks', 'fts_mementos')")
+
+
 def _migrate_from_4(conn: sqlite3.Connection) -> None:
     """Take a format-4 file to format 5, inside the caller's transaction: the full-text index is dropped and made
     again with its `scope` column and the small columns first. It is derived data: the first search after the
     upgrade indexes every block and memento again, from the `fts_*` marks reset to 0 (at 100k blocks, ~20 s once).
     """
-    conn.execute('DROP TABLE IF EXISTS text_fts')
-    conn.execute(next(s for s in _SCHEMA.split(';') if 'CREATE VIRTUAL TABLE IF NOT EXISTS text_fts' in s))
-    conn.execute("DELETE FROM meta WHERE key IN ('fts_blocks', 'fts_mementos')")
+    _new_text_index(conn)
     conn.execute("UPDATE meta SET value = ? WHERE key = 'format'", (_FORMAT_5,))
 
 
@@ -368,9 +374,7 @@ def _migrate_from_8(conn: sqlite3.Connection) -> None:
     walking the documents of each of its common tokens. Derived data, as in `_migrate_from_4`: the first search
     after the upgrade indexes every block and memento again (at 100k blocks, 78 s once here), with each Han
     ideograph and Hiragana character a word (`spaced_ideographs`), which format 7 did not do."""
-    conn.execute('DROP TABLE IF EXISTS text_fts')
-    conn.execute(next(s for s in _SCHEMA.split(';') if 'CREATE VIRTUAL TABLE IF NOT EXISTS text_fts' in s))
-    conn.execute("DELETE FROM meta WHERE key IN ('fts_blocks', 'fts_mementos')")
+    _new_text_index(conn)
     conn.execute("UPDATE meta SET value = ? WHERE key = 'format'", (FORMAT,))
 
 
