@@ -25,3 +25,23 @@ def test_block_info_carries_the_mementos_and_entities_of_its_blocks(filled: tupl
     assert [(i.id, i.previous_id, i.next_id) for i in infos] == [
         (i.id, i.previous_id, i.next_id) for i in reversed(plain)
     ]
+
+
+def test_block_info_keeps_the_entity_classes_asked_for(filled: tuple[GraphStore, str]) -> None:
+    """`entity_classes` (the co-mention hop asks for named entities only) keeps exactly the entities of those key
+    classes, in `entities_of`'s order; no class, no entity."""
+    store, namespace = filled
+    recall_store: RecallStore = store  # type: ignore[assignment]
+    block_ids = [block.id for block in store.list_blocks(namespace=namespace)]
+    every = {info.id: info.entities for info in recall_store.block_info(block_ids, namespace=namespace, entities=True)}
+    classes_seen = {entity.key.partition(':')[0] for entities in every.values() for entity, _ in entities}
+    assert {'concept', 'name'} <= classes_seen  # both kept and dropped classes are there to tell apart
+    for wanted in ({'name', 'date'}, {'concept'}, set()):
+        infos = recall_store.block_info(block_ids, namespace=namespace, entities=True, entity_classes=wanted)
+        assert [info.id for info in infos] == block_ids
+        for info in infos:
+            assert list(info.entities) == [
+                (entity, count) for entity, count in every[info.id] if entity.key.partition(':')[0] in wanted
+            ]
+    assert any(info.entities for info in recall_store.block_info(block_ids, namespace=namespace, entities=True,
+                                                                 entity_classes={'name'}))  # fmt: skip

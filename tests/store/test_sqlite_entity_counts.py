@@ -236,3 +236,32 @@ def test_another_connections_writes_reach_a_reader_that_found_its_indexes_curren
         assert reader.entity_postings(['concept:common'], limit=0).entities[0].blocks == 2
         assert sorted(hit.id for hit in reader.search_text('memento')) == ['mem_00000', 'mem_00001']
         assert_counts_hold(reader)
+
+
+def test_a_session_s_postings_are_found_past_the_first_pages_of_a_common_entity(tmp_path: Path) -> None:
+    """`_members_only` reads an entity's postings page by page (`_MEMBERS_PAGE`), each a seek past the last one read:
+    the session's postings here sit behind pages of other sessions' (higher counts first, and within a count
+    a page ending in the middle of one), and must come out as the joined read finds them."""
+    mine = {0, 1, 2, 5, 102, 199, 296, 393, 490, 587, 970}
+    with SqliteStore(tmp_path / 'p.db') as store:
+        for i in range(1000):  # `common` counts i + 1; `tag1` counts 2 in 333 blocks (a tie longer than a page)
+            store.write_eviction(eviction(i, session='mine' if i in mine else f'other{i % 4}', memento=False))
+        lookup = store.entity_postings(['concept:common', 'concept:tag1'], session_id='mine', limit=5)
+        truth = [
+            [tuple(row) for row in store._conn.execute(
+                'SELECT m.source_id, m.count FROM mentions m JOIN blocks b ON b.id = m.source_id '
+                "WHERE m.entity_id = ? AND b.session_id = 'mine' ORDER BY m.count DESC, m.source_id LIMIT 5",
+                (f'default:{key}',),
+            )]
+            for key in ('concept:common', 'concept:tag1')
+        ]  # fmt: skip
+        assert [[(p.block_id, p.count) for p in found.postings] for found in lookup.entities] == truth
+        # the third page's postings are reached, and the second page of a tie
+        assert [block_id for block_id, _ in truth[0]] == [
+            'blk_00970',
+            'blk_00587',
+            'blk_00490',
+            'blk_00393',
+            'blk_00296',
+        ]
+        assert [block_id for block_id, _ in truth[1]] == ['blk_00001', 'blk_00199', 'blk_00490', 'blk_00970']

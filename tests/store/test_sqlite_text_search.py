@@ -60,6 +60,42 @@ def test_another_connection_s_write_is_seen(tmp_path: Path, small_limits: None) 
         assert _ids(reader, 'wombatdelta module', k=1) == [added[0].id]
 
 
+def test_another_connection_s_write_is_indexed_by_a_reader_that_found_the_index_current(
+    tmp_path: Path, small_limits: None
+) -> None:
+    """A search skips the catch-up while its connection has seen no commit since the index was current: a commit
+    by another connection (which does not search, so indexes nothing) must end the skip."""
+    path = tmp_path / 'kg.db'
+    with SqliteStore(path) as reader, SqliteStore(path) as writer:
+        _write(writer, 'filler', [f'module handler number{i}' for i in range(40)])
+        assert _ids(reader, 'module', k=1) != []  # the reader indexed the backlog: current now
+        assert _ids(reader, 'numbatzeta') == []
+        added = _write(writer, 'added', ['numbatzeta module notes'])
+        assert _ids(reader, 'numbatzeta') == [added[0].id]
+        more = _write(reader, 'more', ['numbatzeta again'])  # and a write of the reader's own
+        assert set(_ids(reader, 'numbatzeta')) == {added[0].id, more[0].id}
+
+
+@pytest.mark.parametrize('min_docs', [30, 10_000], ids=['pruned', 'every-word'])
+def test_scores_are_fts5_s_own(tmp_path: Path, monkeypatch: pytest.MonkeyPatch, min_docs: int) -> None:
+    """The ranking comes back from SQLite as one row of text (`_text_rows`), its ranks as 17 significant digits:
+    each hit's score must be the very double FTS5's `bm25()` gives, over a namespace and in a session."""
+    monkeypatch.setattr(_values, 'TEXT_MIN_DOCS', min_docs)
+    with SqliteStore(tmp_path / 'kg.db') as store:
+        for session in ('a', 'b'):
+            _write(store, session, [f'kestrel {"falcon " * (i % 5)}note{i} {"x" * (i % 7)}' for i in range(25)])
+        for session_id in (None, 'a'):
+            hits = store.search_text('kestrel falcon note3', k=30, session_id=session_id)
+            where = '' if session_id is None else ' AND session_id = ?'
+            truth = store._conn.execute(
+                f'SELECT item_id, -{_sqlite._TEXT_RANK} AS score FROM text_fts WHERE text_fts MATCH ?{where} '
+                'ORDER BY score DESC, rowid LIMIT 30',
+                ['"kestrel" OR "falcon" OR "note3"', *([] if session_id is None else [session_id])],
+            ).fetchall()
+            assert len(truth) >= 25 and len({score for _, score in truth}) > 5
+            assert [(hit.id, hit.score) for hit in hits] == [tuple(row) for row in truth]
+
+
 def test_a_deleted_session_is_not_searched_through_an_old_floor(tmp_path: Path, small_limits: None) -> None:
     with SqliteStore(tmp_path / 'kg.db') as store:
         _write(store, 'filler', [f'padding words number{i}' for i in range(30)])

@@ -1466,10 +1466,11 @@ class Neo4jStore:
         session_id: str | None = None,
         mementos: bool = False,
         entities: bool = False,
+        entity_classes: Collection[str] | None = None,
     ) -> list[BlockInfo]:
         """`RecallStore.block_info` on Neo4j, in one round trip with what is asked: with `mementos`, the memento made
         of the block alone, else the first that `SUMMARIZES` it (as `memento_of` orders them); with `entities`, what
-        `entities_of` answers."""
+        `entities_of` answers (of `entity_classes` only, when given)."""
         from ..recall._values import BlockInfo
 
         ids = list(dict.fromkeys(block_ids))
@@ -1486,7 +1487,8 @@ class Neo4jStore:
         if entities:
             cypher += (
                 ', COLLECT { MATCH (b)-[r:MENTIONS]->(e:Entity {namespace: $namespace}) '
-                'RETURN [e.key, e.name, e.kind, r.count] AS entity ORDER BY r.count DESC, e.key } AS entities'
+                + ('' if entity_classes is None else "WHERE split(e.key, ':')[0] IN $classes ")
+                + 'RETURN [e.key, e.name, e.kind, r.count] AS entity ORDER BY r.count DESC, e.key } AS entities'
             )
         rows = self._rows(
             cypher,
@@ -1494,6 +1496,7 @@ class Neo4jStore:
             ids=ids,
             namespace=namespace,
             session_id=session_id,
+            classes=sorted(entity_classes or ()),
         )
         found: dict[str, BlockInfo] = {}
         for row in rows:
