@@ -601,7 +601,8 @@ def _text_rows(conn: sqlite3.Connection, ranked: str, params: Sequence[Any]) -> 
     for the GIL until the other lets it go, up to the switch interval (5 ms) when the other is running Python. Read
     row by row, a search stepped ~400 times (a ranking 200 deep, its scope, its mementos); on its own with a
     Python-bound thread beside it, the same search took ~50 times as long. One aggregate row is one step. The ranks
-    travel as 17 significant digits, which give back the same doubles.
+    travel as 17 significant digits (`%!.17g`), which give back the same doubles (checked on SQLite 3.40 and 3.51
+    for random values from 1e-30 to 1e30; FTS5's ranks stay in that range, its IDF floored at 1e-6).
     """
     row = conn.execute(
         "SELECT json_group_array(json_array(hit.rowid, printf('%!.17g', hit.rank), hit.item_id, CASE WHEN "
