@@ -4,6 +4,7 @@ rarest of them, not under its first, and a path searched through its token pairs
 
 from __future__ import annotations
 
+import sqlite3
 from pathlib import Path
 
 import pytest
@@ -74,6 +75,19 @@ def test_another_connection_s_write_is_indexed_by_a_reader_that_found_the_index_
         assert _ids(reader, 'numbatzeta') == [added[0].id]
         more = _write(reader, 'more', ['numbatzeta again'])  # and a write of the reader's own
         assert set(_ids(reader, 'numbatzeta')) == {added[0].id, more[0].id}
+
+
+def test_a_query_of_hundreds_of_words_is_counted_in_chunks(tmp_path: Path, small_limits: None) -> None:
+    """The words' document counts go to SQLite in one statement per 200 (`_text_dfs`): a pasted page of text (600
+    distinct words here, 1,202 parameters, past SQLite's old limit of 999 a statement) still finds its rare word."""
+    with SqliteStore(tmp_path / 'kg.db') as store:
+        _write(store, 'filler', [f'module handler number{i}' for i in range(40)])
+        rare = _write(store, 'rare', ['module platypusomega notes'])
+        with store._search_lock:  # as an older SQLite (or one built with a lower limit) would have it
+            store._search_connection().setlimit(sqlite3.SQLITE_LIMIT_VARIABLE_NUMBER, 999)
+        words = [f'absentword{i}' for i in range(600)]
+        assert _ids(store, ' '.join([*words[:300], 'platypusomega', *words[300:]])) == [rare[0].id]
+        assert _ids(store, ' '.join(words)) == []
 
 
 @pytest.mark.parametrize('min_docs', [30, 10_000], ids=['pruned', 'every-word'])

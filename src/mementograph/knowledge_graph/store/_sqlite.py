@@ -558,12 +558,25 @@ def _phrase(term: str) -> str:
 
 def _text_df(conn: sqlite3.Connection, memo: dict[tuple[str, str, int], int], phrase: str, cap: int) -> int:
     """The documents holding an FTS5 `phrase`, counted up to `cap + 1` (a bounded read), from `memo` if known."""
-    df = memo.get(('df', phrase, cap))
-    if df is None:
-        df = memo['df', phrase, cap] = conn.execute(
-            'SELECT count(*) FROM (SELECT 1 FROM text_fts WHERE text_fts MATCH ? LIMIT ?)', (phrase, cap + 1)
-        ).fetchone()[0]
-    return df
+    return _text_dfs(conn, memo, [(phrase, cap)])[0]
+
+
+def _text_dfs(
+    conn: sqlite3.Connection, memo: dict[tuple[str, str, int], int], wanted: Sequence[tuple[str, int]]
+) -> list[int]:
+    """`_text_df` of each `(phrase, cap)`, those not in `memo` counted in one statement (per 200): one step, where a
+    count each was a return to the GIL each, waited for while the graph half of a recall runs Python
+    (`_text_rows`)."""
+    missing = list(dict.fromkeys(('df', phrase, cap) for phrase, cap in wanted if ('df', phrase, cap) not in memo))
+    for start in range(0, len(missing), 200):
+        chunk = missing[start : start + 200]
+        count = '(SELECT count(*) FROM (SELECT 1 FROM text_fts WHERE text_fts MATCH ? LIMIT ?))'
+        counts = conn.execute(
+            f'SELECT {", ".join([count] * len(chunk))}',
+            [value for _, phrase, cap in chunk for value in (phrase, cap + 1)],
+        ).fetchone()
+        memo.update(zip(chunk, counts, strict=True))
+    return [memo['df', phrase, cap] for phrase, cap in wanted]
 
 
 def _last_message_index(conn: sqlite3.Connection, namespace: str, session_id: str) -> int:
@@ -1680,9 +1693,13 @@ class SqliteStore:
             picked = phrases
             present: list[tuple[int, int]] = []
             floor = 0
+            scope = f'scope:{_scope_token(namespace)}'
+            small = min(docs // _TEXT_SCOPE_SHARE, _TEXT_SCOPE_SHARE * TEXT_MAX_DF)
             if docs > TEXT_MIN_DOCS:
                 memo = self._text_memo(structure, docs)
-                dfs = [_text_df(conn, memo, phrase, TEXT_MAX_DF) for phrase in phrases]
+                # the namespace's documents are counted with the words (below: whether it is searched on its own)
+                counted = [(phrase, TEXT_MAX_DF) for phrase in phrases] + ([] if session_id else [(scope, small)])
+                dfs = _text_dfs(conn, memo, counted)[: len(phrases)]
                 present = sorted((df, index) for index, df in enumerate(dfs) if df)
                 if not present:
                     return []
@@ -1705,8 +1722,7 @@ class SqliteStore:
             scoped = session_id is not None
             if not scoped and docs > TEXT_MIN_DOCS:
                 # a small namespace is searched on its own (its documents counted up to the bound, a short read)
-                small = min(docs // _TEXT_SCOPE_SHARE, _TEXT_SCOPE_SHARE * TEXT_MAX_DF)
-                scoped = _text_df(conn, memo, f'scope:{_scope_token(namespace)}', small) <= small
+                scoped = _text_df(conn, memo, scope, small) <= small
             if not scoped:
                 # a namespace holding most of the file: rank the file's (latest) matches deep enough to hold `k`
                 # of them (reading their small columns is cheap: they come before the text)
