@@ -606,3 +606,47 @@ def test_mementos_of_mementos_leave_out_the_outlines_line_numbers(store: GraphSt
     assert merged and any('  11: def handler_' in text for text in first)
     assert all(not re.search(r'\b(?:11|31|51|71)\b', text) for text in merged)
     assert all('src/app/module_' in text for text in merged)  # what they read is still named
+
+
+def test_a_memento_of_mementos_keeps_its_childrens_commands(store: GraphStore) -> None:
+    """A memento lists its block's commands as `$ cmd -> exit N` lines. Merged as if it were a block's text, no
+    such line is a tool call, so the memento of mementos kept none of them; pooled, each child's command stays,
+    with the failing test under it, and the merge passes the judge."""
+    calls: list[int] = []
+
+    def scripted(messages: list[ModelMessage], info: AgentInfo) -> ModelResponse:
+        step = len(calls)
+        calls.append(step)
+        if step < 14:
+            call = ToolCallPart(
+                'bash', {'command': f'pytest tests/test_module_{step}.py -q'}, tool_call_id=f'run_{step}'
+            )
+            return ModelResponse(parts=[TextPart(f'Running the tests of module {step}.'), call])
+        return ModelResponse(parts=[TextPart('All ran.')])
+
+    capability: MementoCompaction[None] = MementoCompaction(
+        store, max_tokens=3_000, session_id='s-merge', memento_share=0.2
+    )
+    agent: Agent[None, str] = Agent(FunctionModel(scripted), capabilities=[capability])
+
+    @agent.tool_plain
+    def bash(command: str) -> str:
+        """Run a shell command."""
+        step = command.split('_')[-1].split('.')[0]
+        passed = '\n'.join(f'tests/test_module_{step}.py::test_case_{i} PASSED' for i in range(30))
+        return (
+            f'<returncode>1</returncode>\n<output>{passed}\nFAILED tests/test_module_{step}.py::test_edge - '
+            f'AssertionError: expected {step}\n1 failed, 30 passed in 0.{step}s</output>'
+        )
+
+    agent.run_sync('Run every module test.')
+    mementos = {m.id: m for m in store.list_mementos(session_id='s-merge')}
+    first = next(m for m in mementos.values() if m.level == 2)
+    children = [mementos[child_id] for child_id in first.summarizes]
+    commands = [line for child in children for line in child.text.splitlines() if line.startswith('$ pytest')]
+    assert len(commands) == len(children) >= 2
+    lines = first.text.splitlines()
+    for command in commands:
+        step = command.split('_module_')[1].split('.')[0]
+        assert lines[lines.index(command) + 1] == f'  FAILED tests/test_module_{step}.py::test_edge', first.text
+    assert first.verified and first.text.startswith(children[-1].text.splitlines()[0])

@@ -74,6 +74,13 @@ _MIN_EVICTABLE_TOKENS: Final = 2 * _STUB_OVERHEAD_TOKENS
 """A complete block smaller than this is left in context: its memento and stub would not be smaller than it."""
 _STUB_MARGIN_TOKENS: Final = 8
 """Taken off a too-large stub of an oversized tool result, beyond its excess, when its size is corrected."""
+_MERGE_FILL: Final = 0.9
+"""A merge fills the mementos' share up to this much, so the next eviction's stub fits before another merge."""
+_MERGE_MIN_SHARE: Final = 0.15
+"""A merged memento may always take this share of its children (the compressor's usual target), even when the
+other stubs leave less room."""
+_MERGE_MAX_SHARE: Final = 0.9
+"""A merged memento takes at most this share of its children: a merge always frees room."""
 
 _PAGE_ATTEMPTS: Final = 5
 """Times an eviction computes its pages and writes when other runs keep paging the session's blocks meanwhile."""
@@ -109,7 +116,7 @@ class CompactionPolicy:
     brings the context under it, is stubbed wherever it is)."""
     stub_head_chars: int = 300
     stub_tail_chars: int = 300
-    memento_share: float = 0.35
+    memento_share: float = 0.3
     """When memento stubs alone take more than this share of the high-water mark, the oldest are merged into a
     memento of mementos."""
     min_block_tokens: int = 200
@@ -927,12 +934,21 @@ class SessionCompactor:
         except NotFoundError:
             # stubs carried over from a run whose archive is gone (retention 'run' or 'none'): nothing to merge
             return messages, replace(report, skipped=(report.skipped or 'mementos over their share, archive gone'))
-        text = '\n\n'.join(without_outlines(child.text) for child in children)
+        texts = tuple(without_outlines(child.text) for child in children)
+        text = '\n\n'.join(texts)
+        tokens = self.counter.count_text(text)
+        # the merged memento fills what the other stubs leave of the share (less a margin for the next stub),
+        # shrinking its children by at least a tenth and to no less than the compressor's usual target
+        in_run = {slot.index for slot in run}
+        beside = sum(self.counter.count_message(messages[s.index]) for s in stub_slots if s.index not in in_run)
+        room = int(budget * _MERGE_FILL) - beside
         merged_input = BlockInput(
             messages=tuple(messages[slot.index] for slot in run),
             text=text,
-            tokens=self.counter.count_text(text),
+            tokens=tokens,
             zone=self.zone,
+            merges=texts,
+            max_tokens=min(max(room, int(tokens * _MERGE_MIN_SHARE)), int(tokens * _MERGE_MAX_SHARE)),
         )
         result = await self.engine.make_memento(merged_input)
         level = max(info.level for info in infos) + 1

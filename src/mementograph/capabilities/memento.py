@@ -198,9 +198,9 @@ class MementoCompaction(AbstractCapability[AgentDepsT]):
     """The newest messages are not micro-compacted (only a tool result too large for the mark, when nothing else
     brings the context under it, is stubbed wherever it is)."""
 
-    memento_share: float = 0.35
+    memento_share: float = 0.3
     """Mementos may take this share of the high-water mark before the oldest are merged into a memento of
-    mementos."""
+    mementos, which fills what the others leave of it (their items pooled, each once)."""
 
     session_id: str | None = None
     """The session to archive into; `None` uses the run's `conversation_id`, so a conversation continued with

@@ -279,7 +279,7 @@ def register(commands: argparse._SubParsersAction[argparse.ArgumentParser]) -> N
         type=float,
         metavar='F',
         help="mementos may take this share of the budget before the oldest are merged (default: the capability's, "
-        '0.35; more keeps more facts in context and evicts more often)',
+        '0.3; more keeps more facts in context and evicts more often)',
     )
     add_memento_model_options(replay, 'fact retention and the facts in context')
     replay.add_argument('--json', action='store_true', help='print JSON: "files" (one object per file) and "total"')

@@ -33,6 +33,12 @@ class BlockInput:
     zone: TimeZone = None
     """Whose calendar the messages' relative dates mean ("yesterday", "last week"): a dialogue memento anchors them
     to days read on this clock, and the judge derives the same anchors. `None`: the timestamps' own (UTC)."""
+    merges: tuple[str, ...] = ()
+    """The texts of the mementos this block merges, oldest first, when it is a run of memento stubs (a memento of
+    mementos); `text` is then those texts joined. Empty for a block of messages."""
+    max_tokens: int | None = None
+    """For a merge (`merges`): the most tokens the merged memento may take, the room the compactor leaves it in the
+    mementos' share of the context; `None`: the compressor's own ratios decide (as they do for any other block)."""
 
     @classmethod
     def from_messages(

@@ -28,9 +28,10 @@ from ..._text import cut_words
 from ..._tokens import TokenCounter
 from ._block import BlockInput, actions_for
 from ._dialogue import dialogue_memento, is_dialogue, model_view
-from ._facts import Fact, command_facts, critical_facts, fact_present, output_facts
+from ._facts import FACT_SECTIONS, Fact, command_facts, critical_facts, fact_present, output_facts
+from ._merge import merge_mementos
 from ._outline import outline, written_outline
-from ._regions import SECTION_LABELS, Region, parse_regions
+from ._regions import SECTION_LABELS, Region, parse_regions, render_sections
 from ._render import Action
 from ._usage import record_usage
 
@@ -43,7 +44,6 @@ __all__ = (
     'render_draft',
 )
 
-_INLINE_SEPARATORS: Final = {'FORMULAS': '; ', 'VALUES': ', ', 'FILES': ', ', 'SYMBOLS': '; ', 'URLS': ', '}
 _MAX_RESULT_CHARS: Final = 200
 _FENCE_LINE = re.compile(r'^[ \t]*(?:`{3,}|~{3,})')
 _HTML_COMMENT = re.compile(r'<!--.*?(?:-->|$)', re.DOTALL)
@@ -163,19 +163,6 @@ def _pinned(feedback: str | None) -> set[str]:
     return pinned
 
 
-_KIND_SECTION: Final = {
-    'formula': ('FORMULAS', 1),
-    'number': ('VALUES', 1),
-    'version': ('VALUES', 1),
-    'exit_code': ('VALUES', 1),
-    'error': ('ERRORS', 1),
-    'test': ('TESTS', 1),
-    'command': ('COMMANDS', 1),
-    'output': ('VALUES', 2),
-    'path': ('FILES', 1),
-    'url': ('URLS', 2),
-    'identifier': ('SYMBOLS', 3),
-}
 _KIND_ORDER: Final = ('formula', 'number', 'version', 'exit_code', 'error', 'test', 'command', 'output', 'path', 'url')
 
 
@@ -190,7 +177,8 @@ class ExtractiveCompressor:
     showed or a command wrote (a file read's `13: def total; 46: async def checkout`, under its command).
 
     A conversation block (prose turns only, no tool calls) gets a dialogue memento instead (`_dialogue`): the
-    informative sentences of both speakers, each line prefixed by its speaker, relative dates anchored.
+    informative sentences of both speakers, each line prefixed by its speaker, relative dates anchored. A run of
+    mementos (`BlockInput.merges`) gets their items pooled, each once, within `BlockInput.max_tokens` (`_merge`).
     """
 
     target_ratio: float = 0.15
@@ -230,6 +218,16 @@ class ExtractiveCompressor:
             cap = next(
                 (ratio for ratio in self.refine_ratios if ratio > previous_ratio + 0.01), max(self.refine_ratios)
             )
+        if block.merges:
+            merged = merge_mementos(
+                block.merges,
+                limit=min(block.max_tokens or int(block_tokens * cap), block_tokens - 1),
+                prose_limit=int(block_tokens * self.target_ratio),
+                count=self._tokens,
+                pinned=_pinned(feedback),
+            )
+            if merged:
+                return merged
         if is_dialogue(block):
             memento = dialogue_memento(
                 block,
@@ -308,7 +306,7 @@ class ExtractiveCompressor:
 
         by_kind = {kind: [fact for fact in facts if fact.kind == kind] for kind in (*_KIND_ORDER, 'identifier')}
         for kind in (*_KIND_ORDER, 'identifier'):
-            section, priority = _KIND_SECTION[kind]
+            section, priority = FACT_SECTIONS[kind]
             for fact in by_kind[kind]:
                 if is_covered(fact):
                     continue
@@ -400,20 +398,7 @@ def _render(items: Sequence[_Item], selected: set[int]) -> str:
     for item in items:
         if item.order in selected:
             sections[item.section].append(item.text)
-    lines: list[str] = []
-    for label in SECTION_LABELS:
-        texts = sections[label]
-        if not texts:
-            continue
-        separator = _INLINE_SEPARATORS.get(label)
-        if label == 'RESULT':
-            lines.append(f'RESULT: {" ".join(texts)}')
-        elif separator is not None and all('\n' not in text for text in texts):
-            lines.append(f'{label}: {separator.join(texts)}')
-        else:
-            lines.append(f'{label}:')
-            lines.extend(texts)
-    return '\n'.join(lines)
+    return render_sections(sections)
 
 
 # ----------------------------------------------------------------------------------------------- LLM

@@ -83,6 +83,7 @@ from ._regions import Region, parse_regions
 
 __all__ = (
     'FACT_KINDS',
+    'FACT_SECTIONS',
     'MUST_KEEP_KINDS',
     'Fact',
     'FactKind',
@@ -116,6 +117,20 @@ FACT_KINDS: Final[tuple[FactKind, ...]] = (
 MUST_KEEP_KINDS: Final = frozenset({'formula', 'number', 'version', 'command', 'exit_code', 'error', 'test', 'path'})
 """Kinds a memento must keep: the judge deducts for any one missing, and a dialogue memento forces in the sentence
 holding each."""
+FACT_SECTIONS: Final[dict[str, tuple[str, int]]] = {
+    'formula': ('FORMULAS', 1),
+    'number': ('VALUES', 1),
+    'version': ('VALUES', 1),
+    'exit_code': ('VALUES', 1),
+    'error': ('ERRORS', 1),
+    'test': ('TESTS', 1),
+    'command': ('COMMANDS', 1),
+    'output': ('VALUES', 2),
+    'path': ('FILES', 1),
+    'url': ('URLS', 2),
+    'identifier': ('SYMBOLS', 3),
+}
+"""The memento section a fact of each kind is listed in, and its priority there (0 first; see `_compress._Item`)."""
 
 MAX_FACT_CHARS: Final = 160
 SHORT_OUTPUT_LINES: Final = 3

@@ -8,10 +8,19 @@ framework. `_render` writes the text this module parses.
 from __future__ import annotations
 
 import re
+from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 from typing import Final, Literal
 
-__all__ = ('OBSERVATION_PREFIX', 'SECTION_LABELS', 'Region', 'RegionKind', 'parse_regions')
+__all__ = (
+    'INLINE_SEPARATORS',
+    'OBSERVATION_PREFIX',
+    'SECTION_LABELS',
+    'Region',
+    'RegionKind',
+    'parse_regions',
+    'render_sections',
+)
 
 SECTION_LABELS: Final = (
     'RESULT',
@@ -28,6 +37,8 @@ SECTION_LABELS: Final = (
     'OPEN',
 )
 """The fixed vocabulary a compressor adds to a memento (the judge never counts these words as invented)."""
+INLINE_SEPARATORS: Final = {'FORMULAS': '; ', 'VALUES': ', ', 'FILES': ', ', 'SYMBOLS': '; ', 'URLS': ', '}
+"""Sections whose items share one line (`FILES: a.py, b.py`), and what separates them; the others take a line each."""
 
 RegionKind = Literal['prose', 'call', 'output']
 """`prose`: what a person or the model wrote; `call`: a tool call (a command); `output`: what a tool returned."""
@@ -83,3 +94,23 @@ def parse_regions(text: str) -> list[Region]:
             lines.append(line)
     close()
     return regions
+
+
+def render_sections(sections: Mapping[str, Sequence[str]]) -> str:
+    """A memento's text from its items per section: sections in `SECTION_LABELS` order, empty ones left out; the
+    result's items on its own line, inline sections' items joined on theirs (unless one spans lines), others one
+    item per line under their label."""
+    lines: list[str] = []
+    for label in SECTION_LABELS:
+        texts = sections.get(label, ())
+        if not texts:
+            continue
+        separator = INLINE_SEPARATORS.get(label)
+        if label == 'RESULT':
+            lines.append(f'RESULT: {" ".join(texts)}')
+        elif separator is not None and all('\n' not in text for text in texts):
+            lines.append(f'{label}: {separator.join(texts)}')
+        else:
+            lines.append(f'{label}:')
+            lines.extend(texts)
+    return '\n'.join(lines)
