@@ -906,8 +906,8 @@ class SessionCompactor:
         """Mementos of mementos: when stubs alone outgrow their share, merge the oldest adjacent run of them."""
         budget = int(self.policy.high_water_tokens * self.policy.memento_share)
         slots = self._layout(messages)
-        stub_slots = [s for s in slots if s.stub is not None]
-        if not force and sum(self.counter.count_message(messages[s.index]) for s in stub_slots) <= budget:
+        stub_tokens = {s.index: self.counter.count_message(messages[s.index]) for s in slots if s.stub is not None}
+        if not force and sum(stub_tokens.values()) <= budget:
             return messages, report
         # stubs grouped per memento (a stub may be two messages), then the oldest run of adjacent groups
         groups: list[list[Slot]] = []
@@ -939,8 +939,7 @@ class SessionCompactor:
         tokens = self.counter.count_text(text)
         # the merged memento fills what the other stubs leave of the share (less a margin for the next stub),
         # shrinking its children by at least a tenth and to no less than the compressor's usual target
-        in_run = {slot.index for slot in run}
-        beside = sum(self.counter.count_message(messages[s.index]) for s in stub_slots if s.index not in in_run)
+        beside = sum(stub_tokens.values()) - sum(stub_tokens[slot.index] for slot in run)
         room = int(budget * _MERGE_FILL) - beside
         merged_input = BlockInput(
             messages=tuple(messages[slot.index] for slot in run),
