@@ -254,7 +254,7 @@ def test_cli_replay_takes_compaction_settings(chat_file: Path, capsys: pytest.Ca
     assert roomier['mean_tokens'] > default['mean_tokens'] * 1.05
     with pytest.raises(ValueError, match='low_water must be in'):  # the settings reach the capability
         asyncio.run(replay_report(chat_file, store=open_store('memory://'), budget=2500, settings={'low_water': 2}))
-    for option, value in (('--low-water', '1'), ('--memento-share', '0')):
+    for option, value in (('--low-water', '1'), ('--memento-share', '0'), ('--conversation-memento-share', '1.5')):
         assert main([*args, option, value]) == 2
         assert f'{option} must be in' in capsys.readouterr().err
 

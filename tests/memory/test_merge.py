@@ -5,7 +5,12 @@ from __future__ import annotations
 import re
 
 from mementograph._tokens import TokenCounter
-from mementograph.knowledge_graph.memory import BlockInput, ExtractiveCompressor
+from mementograph.knowledge_graph.memory import (
+    BlockInput,
+    ExtractiveCompressor,
+    RubricJudge,
+    is_conversation_memento,
+)
 from mementograph.knowledge_graph.memory._merge import merge_mementos
 from mementograph.knowledge_graph.memory._regions import INLINE_SEPARATORS
 
@@ -91,14 +96,65 @@ def test_a_pinned_fact_is_kept_first() -> None:
     assert '$ pytest tests/test_module_5.py -q -> exit 1' in merged  # with the command it is an output of
 
 
-def test_conversation_mementos_are_compressed_as_text_instead() -> None:
-    children = ['Ann: We booked the cabin at Lake Tahoe for 12 June.', 'Bob: I will bring the 2 kayaks and the tent.']
-    assert merge(children) == ''
+def chat_child(day: int) -> str:
+    """A conversation's memento: one line per turn, each led by its speaker, dates anchored."""
+    return '\n'.join(
+        [
+            f'Ann: We booked the cabin at Lake Tahoe for {day} June (2023). It sleeps {day % 5 + 4} people.',
+            f'Bob: I will bring the kayaks and the tent; my brother Carl joins on day {day}.',
+            'Ann: Great, see you there!',
+        ]
+    )
+
+
+def speaker_words(texts: list[str]) -> dict[str, set[str]]:
+    words: dict[str, set[str]] = {}
+    for text in texts:
+        for line in text.splitlines():
+            speaker, _, body = line.partition(': ')
+            words.setdefault(speaker, set()).update(re.findall(r'\w+', body))
+    return words
+
+
+def test_conversation_mementos_are_pooled_sentence_by_sentence() -> None:
+    children = [chat_child(day) for day in (3, 10, 17)]
+    merged = merge(children)
+    held = speaker_words(children)
+    for line in merged.splitlines():  # each line a child's speaker's, saying only what that speaker said
+        speaker, _, body = line.partition(': ')
+        assert speaker in held and set(re.findall(r'\w+', body)) <= held[speaker], line
+    assert all(f'for {day} June (2023)' in merged for day in (3, 10, 17))
+    assert merged.count('Great, see you there!') <= 1  # said three times, worth keeping once at most
+
+
+def test_a_conversation_merge_fills_its_room_with_facts_first() -> None:
+    children = [chat_child(day) for day in range(1, 13)]
     text = '\n\n'.join(children)
-    block = BlockInput((), text, COUNTER.count_text(text), merges=tuple(children), max_tokens=30)
+    merged = merge(children, limit=150)
+    assert 0 < COUNTER.count_text(merged) <= 150
+    assert 'see you there' not in merged  # chit-chat gives way to facts
+    kept = [day for day in range(1, 13) if f'for {day} June (2023)' in merged]
+    assert len(kept) >= 4
+    # compressed as one block of text instead, as merges of conversations were until now, far less stays
+    block = BlockInput((), text, COUNTER.count_text(text))
+    as_text = ExtractiveCompressor(counter=COUNTER).extract(block)
+    assert sum(f'for {day} June (2023)' in as_text for day in range(1, 13)) < len(kept)
+
+
+def test_a_merge_with_an_indented_output_line_is_not_a_conversations() -> None:
+    children = [chat_child(1), 'RESULT: tests ran\nCOMMANDS:\n$ pytest -q -> exit 1\n  FAILED tests/test_a.py::test_b']
+    assert merge(children) == ''
+
+
+def test_the_judge_takes_a_speakers_line_as_the_lead_of_a_conversation_merge() -> None:
+    children = tuple(chat_child(day) for day in (3, 10))
+    text = '\n\n'.join(children)
+    block = BlockInput((), text, COUNTER.count_text(text), merges=children, max_tokens=200)
     memento = ExtractiveCompressor(counter=COUNTER).extract(block)
-    assert memento and COUNTER.count_text(memento) < block.tokens
-    assert '12 June' in memento or 'Lake Tahoe' in memento
+    assert memento.startswith(('Ann: ', 'Bob: '))
+    verdict = RubricJudge(counter=COUNTER).check(block, memento)
+    assert verdict.dimensions['result_first'] == 1.0 and verdict.passed, verdict.feedback
+    assert RubricJudge(counter=COUNTER).check(block, 'Carl: ' + memento).dimensions['result_first'] == 0.0
 
 
 def test_the_extractive_compressor_merges_within_max_tokens() -> None:
@@ -108,3 +164,12 @@ def test_the_extractive_compressor_merges_within_max_tokens() -> None:
     memento = ExtractiveCompressor(counter=COUNTER).extract(block)
     assert COUNTER.count_text(memento) <= 200
     assert memento.count('$ pytest') >= 3  # the old merge, compressing the text as a block, kept no command
+
+
+def test_a_conversation_memento_is_told_from_an_agents() -> None:
+    assert is_conversation_memento(chat_child(2))
+    assert is_conversation_memento('user: I moved to Oslo in 2021.\nassistant: Noted: Oslo, since 2021.')
+    assert not is_conversation_memento(child(1))  # sections
+    assert not is_conversation_memento('RESULT: Ann: We booked the cabin.\nVALUES: 12, 2023')  # a label leads
+    assert not is_conversation_memento('Ann: We booked it.\n  an indented output line')
+    assert not is_conversation_memento('')

@@ -52,6 +52,7 @@ from ..knowledge_graph.memory import (
     MementoResult,
     Segment,
     TimeZone,
+    is_conversation_memento,
     render_block,
     segment_blocks,
     without_outlines,
@@ -119,6 +120,8 @@ class CompactionPolicy:
     memento_share: float = 0.3
     """When memento stubs alone take more than this share of the high-water mark, the oldest are merged into a
     memento of mementos."""
+    conversation_memento_share: float = 0.6
+    """The same share when conversation mementos (speakers' lines) hold most of the stubs' tokens."""
     min_block_tokens: int = 200
     max_block_tokens: int = 4_000
 
@@ -127,8 +130,9 @@ class CompactionPolicy:
             raise ValueError('high_water_tokens must be positive')
         if not 0 <= self.low_water_tokens < self.high_water_tokens:
             raise ValueError('low_water_tokens must be at least 0 and below high_water_tokens')
-        if not 0 < self.memento_share <= 1:
-            raise ValueError('memento_share must be in (0, 1]')
+        for name in ('memento_share', 'conversation_memento_share'):
+            if not 0 < getattr(self, name) <= 1:
+                raise ValueError(f'{name} must be in (0, 1]')
 
 
 @dataclass(frozen=True)
@@ -900,13 +904,29 @@ class SessionCompactor:
         ratio = getattr(self.engine.compressor, 'target_ratio', 0.2)
         return float(ratio) if isinstance(ratio, int | float) else 0.2
 
+    def _memento_share(self, messages: Sequence[ModelMessage], stub_tokens: dict[int, int]) -> float:
+        """`conversation_memento_share` when conversation mementos hold most of the stubs' tokens: a chat's turns
+        are short, so a larger share costs few extra compactions per request (LoCoMo's dialogues: prefix stability
+        0.988 at 0.3, 0.985 at 0.6), while its mementos are all that is left of its past."""
+        conversation = other = 0
+        for index, tokens in stub_tokens.items():
+            memento = message_text(messages[index]).partition('\n')[2]  # below the stub's header line
+            if not memento.strip():
+                continue  # the note half of a two-message stub
+            if is_conversation_memento(memento):
+                conversation += tokens
+            else:
+                other += tokens
+        policy = self.policy
+        return policy.conversation_memento_share if conversation > other else policy.memento_share
+
     async def _merge(
         self, messages: list[ModelMessage], report: CompactionReport, *, force: bool = False
     ) -> tuple[list[ModelMessage], CompactionReport]:
         """Mementos of mementos: when stubs alone outgrow their share, merge the oldest adjacent run of them."""
-        budget = int(self.policy.high_water_tokens * self.policy.memento_share)
         slots = self._layout(messages)
         stub_tokens = {s.index: self.counter.count_message(messages[s.index]) for s in slots if s.stub is not None}
+        budget = int(self.policy.high_water_tokens * self._memento_share(messages, stub_tokens))
         if not force and sum(stub_tokens.values()) <= budget:
             return messages, report
         # stubs grouped per memento (a stub may be two messages), then the oldest run of adjacent groups

@@ -150,7 +150,7 @@ def make_stub(
         return [request(full)]
     if shape == 'response':
         return [response(full)]
-    note = f'[{span} archived as {info.target_id}]'
+    note = f'[{span} archived]'
     if shape == 'request-response':
         return [request(full), response(note)]
     return [response(note), request(full)]

@@ -202,6 +202,12 @@ class MementoCompaction(AbstractCapability[AgentDepsT]):
     """Mementos may take this share of the high-water mark before the oldest are merged into a memento of
     mementos, which fills what the others leave of it (their items pooled, each once)."""
 
+    conversation_memento_share: float = 0.6
+    """`memento_share` for a conversation: used when conversation mementos (speakers' lines) hold most of the
+    mementos' tokens. A chat's turns are short, so compactions stay rare per request whatever the share, and its
+    mementos are all that is left of its past (LoCoMo's dialogues at an 8,000 mark: 0.3 keeps 0.333 of the
+    answers in the last context at prefix stability 0.988, 0.6 keeps 0.561 at 0.985)."""
+
     session_id: str | None = None
     """The session to archive into; `None` uses the run's `conversation_id`, so a conversation continued with
     `message_history` continues its session."""
@@ -311,8 +317,9 @@ class MementoCompaction(AbstractCapability[AgentDepsT]):
         if not 0 <= self.low_water < 1:
             raise ValueError('low_water must be in [0, 1)')
         StoreCalls(self.store_timeout)  # a bad value fails here, not at the first request
-        if not 0 < self.memento_share <= 1:  # else every compaction would fail, and be skipped, at run time
-            raise ValueError('memento_share must be in (0, 1]')
+        for name in ('memento_share', 'conversation_memento_share'):  # else every compaction would fail at run time
+            if not 0 < getattr(self, name) <= 1:
+                raise ValueError(f'{name} must be in (0, 1]')
         if self.retention not in _RETENTIONS:
             raise ValueError(f'retention must be one of {", ".join(map(repr, _RETENTIONS))}, not {self.retention!r}')
         if self.redact is not None and not callable(self.redact):
@@ -529,6 +536,7 @@ class MementoCompaction(AbstractCapability[AgentDepsT]):
             micro_min_tokens=self.micro_min_tokens,
             keep_recent_messages=self.keep_recent_messages,
             memento_share=self.memento_share,
+            conversation_memento_share=self.conversation_memento_share,
             # blocks small enough that the protected tail (the current block) never takes much of the budget
             max_block_tokens=max(400, min(4_000, high // 4)),
         )

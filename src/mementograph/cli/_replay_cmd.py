@@ -199,8 +199,12 @@ def _replay(args: argparse.Namespace) -> int:
         raise CliError(f'--budget must be a positive number of tokens, not {args.budget}', code=2)
     if args.low_water is not None and not 0 <= args.low_water < 1:
         raise CliError(f'--low-water must be in [0, 1), not {args.low_water}', code=2)
-    if args.memento_share is not None and not 0 < args.memento_share <= 1:
-        raise CliError(f'--memento-share must be in (0, 1], not {args.memento_share}', code=2)
+    for flag, share in (
+        ('--memento-share', args.memento_share),
+        ('--conversation-memento-share', args.conversation_memento_share),
+    ):
+        if share is not None and not 0 < share <= 1:
+            raise CliError(f'{flag} must be in (0, 1], not {share}', code=2)
     try:
         _load_all(args.paths)
     except TranscriptError as exc:
@@ -210,7 +214,11 @@ def _replay(args: argparse.Namespace) -> int:
     models = checked_model_names(args)
     settings = {
         name: value
-        for name, value in (('low_water', args.low_water), ('memento_share', args.memento_share))
+        for name, value in (
+            ('low_water', args.low_water),
+            ('memento_share', args.memento_share),
+            ('conversation_memento_share', args.conversation_memento_share),
+        )
         if value is not None
     }
     store = open_store(args.store or 'memory://')  # created here, before any worker opens it
@@ -280,6 +288,13 @@ def register(commands: argparse._SubParsersAction[argparse.ArgumentParser]) -> N
         metavar='F',
         help="mementos may take this share of the budget before the oldest are merged (default: the capability's, "
         '0.3; more keeps more facts in context and evicts more often)',
+    )
+    replay.add_argument(
+        '--conversation-memento-share',
+        type=float,
+        metavar='F',
+        help="the same share when a conversation's mementos (speakers' lines) hold most of the mementos' tokens "
+        "(default: the capability's, 0.6)",
     )
     add_memento_model_options(replay, 'fact retention and the facts in context')
     replay.add_argument('--json', action='store_true', help='print JSON: "files" (one object per file) and "total"')

@@ -17,6 +17,7 @@ if TYPE_CHECKING:
         render_draft,
     )
     from ._dates import TimeZone, time_zone
+    from ._dialogue import is_conversation_memento
     from ._engine import MementoEngine, MementoResult
     from ._facts import FACT_KINDS, Fact, FactKind, critical_facts, fact_present, fact_retention, missing_facts
     from ._judge import (
@@ -70,6 +71,7 @@ __all__ = (
     'definitions_written',
     'fact_present',
     'fact_retention',
+    'is_conversation_memento',
     'missing_facts',
     'parse_regions',
     'render_block',
@@ -94,6 +96,7 @@ __getattr__ = LazyExports(
             'render_draft',
         ),
         '._dates': ('TimeZone', 'time_zone'),
+        '._dialogue': ('is_conversation_memento',),
         '._engine': ('MementoEngine', 'MementoResult'),
         '._facts': (
             'FACT_KINDS',

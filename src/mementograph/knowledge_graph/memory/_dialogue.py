@@ -13,6 +13,9 @@ role). A conversation has no outcome to lead with, so there is no `RESULT:` labe
 answer retention (0.342) and recall; spending the saved tokens on sentences instead (a 0.23 budget: 0.356 at 24.8%)
 cost LongMemEval_S one question of 12 at recall_all@5, as larger mementos shift the full-text ranking.
 
+A run of such mementos merged into one (a long chat's mementos outgrowing their share) is pooled the same way,
+sentence by sentence under each line's speaker (`merge_dialogue_mementos`).
+
 Relative dates are anchored (`_dates`): "yesterday" becomes "yesterday (7 May 2023)", resolved against the
 message's own timestamp. The judge derives the same anchors from the same messages (`derived_anchors`) and accepts
 exactly those, so an anchor is never mistaken for an invented date and a wrong one is never accepted.
@@ -35,18 +38,23 @@ from ..._transcripts import split_bash_action
 from ._block import BlockInput
 from ._dates import MONTHS, TimeZone, anchor_text, find_anchors, in_zone
 from ._facts import MUST_KEEP_KINDS, Fact, critical_facts, fact_present
+from ._regions import SECTION_LABELS
 from ._render import is_observation
 
 __all__ = (
     'derived_anchors',
     'dialogue_memento',
+    'is_conversation_memento',
     'is_dialogue',
+    'merge_dialogue_mementos',
     'model_view',
     'opens_with_speaker',
     'strip_derived_anchors',
 )
 
 _SPEAKER: Final = re.compile(rf"^([{uppercase()}][\w'.-]{{0,30}}(?: [{uppercase()}][\w'.-]{{0,30}}){{0,2}}): (?=\S)")
+_LINE_SPEAKER: Final = re.compile(rf'{_SPEAKER.pattern}|^(user|assistant|system): (?=\S)')
+"""The speaker a memento's line starts with: a name, or the role in a chat whose turns carry no names."""
 _FENCE: Final = re.compile(r'^[ \t]*(?:`{3,}|~{3,})', re.MULTILINE)
 _NOTE: Final = re.compile(r'\[[^\[\]\n]{3,400}\]')
 # A sentence ends at . ! or ? before a space, except after a title ("Dr. Smith" stays one sentence), and at a
@@ -337,12 +345,81 @@ def dialogue_memento(
     Returns `''` when the result would not fit `limit` or lacks a must-keep fact (the caller then uses the
     agent-trace path, which never loses a fact to sentence boundaries)."""
     turns = _turns(block.messages, block.zone)
-    units = _units(turns, count, stopwords_of(languages_of(block.text)))
+    must_keep = [fact for fact in critical_facts(block.text) if fact.kind in MUST_KEEP_KINDS]
+    text = _select(turns, block.text, must_keep, pinned, budget=budget, limit=limit, count=count, min_gain=min_gain)
+    if not text or count(text) > limit or not all(fact_present(fact, text) for fact in must_keep):
+        # a fact no sentence carries whole, or too many facts for the cap: the agent-trace path lists facts
+        # one by one, so the caller falls back to it
+        return ''
+    return text
+
+
+def is_conversation_memento(text: str) -> bool:
+    """Whether every line of a memento is a speaker's (`Name: ...`, or a role's), none a section: a conversation's."""
+    lines = [line for line in text.split('\n') if line.strip()]
+    return bool(lines) and all(
+        (match := _LINE_SPEAKER.match(line)) is not None and (match.group(1) or match.group(2)) not in SECTION_LABELS
+        for line in lines
+    )
+
+
+def merge_dialogue_mementos(
+    mementos: Sequence[str],
+    *,
+    limit: int,
+    count: Callable[[str], int],
+    pinned: set[str] | frozenset[str] = frozenset(),
+) -> str:
+    """One memento of conversation mementos (oldest first), their lines' sentences pooled within `limit` tokens.
+
+    Each line of a child (`Name: ...`, or a labelled line such as `VALUES: ...` of a block that took the
+    agent-trace path) is a turn; its sentences compete as a block's do: those holding a must-keep fact or a pinned
+    one first, then the best gain per token -- words, names, numbers and anchored dates the picked ones do not
+    already say -- until the room is filled. When the must-keep sentences alone outgrow the room, the oldest stay.
+    A sentence is kept verbatim under its own line's speaker, so a merge adds nothing a child did not say, and the
+    anchors a child carries ("yesterday (7 May 2023)") stay as written. Compressing the joined text as if it were a
+    block instead kept about a fifth of it at every merge: after four merges of a 600-turn conversation, 291
+    messages were two lines, one sentence and a list of bare numbers.
+
+    Returns `''` when a child has a line that is neither (a command's indented output: the sections' merge or the
+    block path takes it) or nothing fits `limit`.
+    """
+    turns: list[_Turn] = []
+    for memento in mementos:
+        for line in memento.split('\n'):
+            if not line.strip():
+                continue
+            speaker = _LINE_SPEAKER.match(line)
+            if speaker is None:
+                return ''
+            turns.append(_Turn(speaker.group(1) or speaker.group(2), line[speaker.end() :], None))
+    if not turns:
+        return ''
+    joined = '\n'.join(mementos)
+    must_keep = [fact for fact in critical_facts(joined) if fact.kind in MUST_KEEP_KINDS]
+    text = _select(turns, joined, must_keep, set(pinned), budget=limit, limit=limit, count=count, min_gain=2.0)
+    return text if text and count(text) <= limit else ''
+
+
+def _select(
+    turns: Sequence[_Turn],
+    text: str,
+    must_keep: Sequence[Fact],
+    pinned: set[str],
+    *,
+    budget: int,
+    limit: int,
+    count: Callable[[str], int],
+    min_gain: float,
+) -> str:
+    """The turns' sentences rendered as a memento: forced ones (the first holder of each must-keep or pinned fact),
+    then the best gain per token within `budget`, then cut to `limit` tokens, least useful first; `''` without
+    sentences."""
+    units = _units(turns, count, stopwords_of(languages_of(text)))
     if not units:
         return ''
     # each must-keep fact (and each fact the judge named) forces the first sentence that holds it, and only that
-    must_keep = [fact for fact in critical_facts(block.text) if fact.kind in MUST_KEEP_KINDS]
-    wanted = [*must_keep, *(Fact(text, 'identifier') for text in sorted(pinned))]
+    wanted = [*must_keep, *(Fact(fact, 'identifier') for fact in sorted(pinned))]
     for unit in units:
         held = [fact for fact in wanted if fact_present(fact, unit.text)]
         if held:
@@ -377,16 +454,12 @@ def dialogue_memento(
     if not selected:  # nothing informative: keep the most substantial sentence so the memento says something
         first = max(units, key=lambda unit: (len(unit.weights), -unit.order))
         selected[first.order] = 0.0
-    text = _render(turns, units, selected)
+    rendered = _render(turns, units, selected)
     ranked = sorted(selected, key=lambda order: (selected[order], -order), reverse=True)
-    while count(text) > limit and len(ranked) > 1:
+    while count(rendered) > limit and len(ranked) > 1:
         del selected[ranked.pop()]
-        text = _render(turns, units, selected)
-    if count(text) > limit or not all(fact_present(fact, text) for fact in must_keep):
-        # a fact no sentence carries whole, or too many facts for the cap: the agent-trace path lists facts
-        # one by one, so the caller falls back to it
-        return ''
-    return text
+        rendered = _render(turns, units, selected)
+    return rendered
 
 
 def _render(turns: Sequence[_Turn], units: Sequence[_Unit], selected: dict[int, float]) -> str:
@@ -407,4 +480,13 @@ def opens_with_speaker(block: BlockInput, memento: str) -> bool:
     """Whether `memento`'s first line is a line of one of the block's speakers (`Name: ...`, or the role when the
     turns carry no names): how a dialogue memento leads, where an agent trace's leads with `RESULT:`."""
     first = next((line.strip() for line in memento.splitlines() if line.strip()), '')
-    return any(first.startswith(f'{turn.speaker}: ') for turn in _turns(block.messages, block.zone))
+    if block.merges:  # a memento of mementos: the speakers of its children's lines (not their section labels)
+        speakers = {
+            match.group(1) or match.group(2)
+            for child in block.merges
+            for line in child.split('\n')
+            if (match := _LINE_SPEAKER.match(line))
+        } - set(SECTION_LABELS)
+    else:
+        speakers = {turn.speaker for turn in _turns(block.messages, block.zone)}
+    return any(first.startswith(f'{speaker}: ') for speaker in speakers)

@@ -10,9 +10,9 @@ first 0-1, with deductions of 2 points for any missing must-keep fact and 2 for 
   missing, while identifiers, URLs and short output lines only cost their share of a dimension; anything in the
   memento that is not in the block -- a fact (path, number, identifier, exit code, ...) or a code-shaped token
   (with a digit, `_`, `/`, an inner `.` or an inner capital) -- zeroes "no hallucination" and costs the deduction.
-  Plain English words are not checked (paraphrase is allowed for prose). A conversation's memento may lead with a
-  line of one of its speakers instead of `RESULT:` (a conversation has no outcome; `_dialogue`), which "result
-  first" accepts. A memento that is not shorter than its block never passes. Date anchors a dialogue memento adds
+  Plain English words are not checked (paraphrase is allowed for prose). A conversation's memento, and a memento
+  of conversation mementos, may lead with a line of one of its speakers instead of `RESULT:` (a conversation has
+  no outcome; `_dialogue`), which "result first" accepts. A memento that is not shorter than its block never passes. Date anchors a dialogue memento adds
   ("yesterday (7 May 2023)", `_dialogue`) are accepted exactly as the resolver derives them from the block's
   messages and timestamps; any other date-shaped parenthesis that the block does not hold counts as invented.
 - `LLMJudge` asks any pydantic-ai model for the same six scores plus what is missing or invented: it can judge
@@ -172,7 +172,7 @@ class RubricJudge:
         invented = self._invented(block, memento)
         dimensions['no_hallucination'] = 0.0 if invented else 1.0
         first_line = next((line for line in memento.splitlines() if line.strip()), '')
-        dialogue = is_dialogue(block)
+        dialogue = is_dialogue(block) or bool(block.merges)  # a merge may lead with its children's speakers
         leads = bool(_RESULT_FIRST.match(first_line.strip())) or (dialogue and opens_with_speaker(block, memento))
         dimensions['result_first'] = 1.0 if leads else 0.0
 

@@ -11,6 +11,8 @@ first within one importance, until the size the caller allows. The oldest go fir
 also in the newer mementos and messages the merge leaves beside it.
 
 Every item is a line or an inline item of a child, verbatim: a merge adds nothing a child did not say.
+A conversation's mementos have no sections (`Name: ...` lines): their sentences are pooled instead
+(`_dialogue.merge_dialogue_mementos`).
 """
 
 from __future__ import annotations
@@ -20,6 +22,7 @@ from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 from typing import Final
 
+from ._dialogue import merge_dialogue_mementos
 from ._facts import FACT_SECTIONS, critical_facts, fact_present
 from ._regions import INLINE_SEPARATORS, SECTION_LABELS, render_sections
 
@@ -101,12 +104,15 @@ def merge_mementos(
         pinned: Fact texts a judge named as missing: the items holding them are kept first.
 
     Returns:
-        The merged text, or `''` when a child is not made of sections (a conversation's memento), so the caller
-        compresses the joined text instead.
+        The merged text; for children not all made of sections, a conversation's merge
+        (`merge_dialogue_mementos`), which is `''` when a child is neither (the caller then compresses the joined
+        text instead).
     """
     parsed = [_sections(memento) for memento in mementos]
-    if not parsed or any(items is None for items in parsed):
+    if not parsed:
         return ''
+    if any(items is None for items in parsed):
+        return merge_dialogue_mementos(mementos, limit=limit, count=count, pinned=pinned)
     children = [items for items in parsed if items is not None]
     results = [text for items in children for section, text, _ in items if section == 'RESULT']
     requests = [text for items in children for section, text, _ in items if section == 'REQUEST']
