@@ -12,9 +12,10 @@ first 0-1, with deductions of 2 points for any missing must-keep fact and 2 for 
   (with a digit, `_`, `/`, an inner `.` or an inner capital) -- zeroes "no hallucination" and costs the deduction.
   Plain English words are not checked (paraphrase is allowed for prose). A conversation's memento, and a memento
   of conversation mementos, may lead with a line of one of its speakers instead of `RESULT:` (a conversation has
-  no outcome; `_dialogue`), which "result first" accepts. A memento that is not shorter than its block never passes. Date anchors a dialogue memento adds
-  ("yesterday (7 May 2023)", `_dialogue`) are accepted exactly as the resolver derives them from the block's
-  messages and timestamps; any other date-shaped parenthesis that the block does not hold counts as invented.
+  no outcome; `_dialogue`), which "result first" accepts. A memento that is not shorter than its block never
+  passes. Date anchors a dialogue memento adds ("yesterday (7 May 2023)", `_dialogue`) are accepted exactly as the
+  resolver derives them from the block's messages and timestamps; any other date-shaped parenthesis that the block
+  does not hold counts as invented.
 - `LLMJudge` asks any pydantic-ai model for the same six scores plus what is missing or invented: it can judge
   what words cannot be matched for (a wrong claim, process narrative, a paraphrased formula).
 - `CombinedJudge` takes, per dimension, the lower of the two scores, keeps the rubric's deductions, and passes
@@ -38,7 +39,7 @@ from pydantic_ai.settings import ModelSettings
 from ..._tokens import TokenCounter
 from ._block import BlockInput, actions_for
 from ._compress import _model_name
-from ._dialogue import is_dialogue, model_view, opens_with_speaker, strip_derived_anchors
+from ._dialogue import is_conversation_memento, is_dialogue, model_view, opens_with_speaker, strip_derived_anchors
 from ._facts import MUST_KEEP_KINDS, command_facts, critical_facts, exit_codes_in, fact_present
 from ._usage import record_usage
 
@@ -172,7 +173,8 @@ class RubricJudge:
         invented = self._invented(block, memento)
         dimensions['no_hallucination'] = 0.0 if invented else 1.0
         first_line = next((line for line in memento.splitlines() if line.strip()), '')
-        dialogue = is_dialogue(block) or bool(block.merges)  # a merge may lead with its children's speakers
+        # a conversation, or a merge of its mementos, may lead with a line of one of its speakers
+        dialogue = is_dialogue(block) or any(is_conversation_memento(child) for child in block.merges)
         leads = bool(_RESULT_FIRST.match(first_line.strip())) or (dialogue and opens_with_speaker(block, memento))
         dimensions['result_first'] = 1.0 if leads else 0.0
 
