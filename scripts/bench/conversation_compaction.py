@@ -41,7 +41,7 @@ from mementograph._replay import replay_messages
 from mementograph._tokens import TokenCounter
 from mementograph.capabilities import MementoCompaction
 from mementograph.eval._ingest import _message
-from mementograph.eval._locomo import RETENTION_CATEGORIES, LocomoSample, load_locomo
+from mementograph.eval._locomo import LocomoSample, load_locomo, retention_questions
 from mementograph.eval._metrics import retains_answer
 from mementograph.knowledge_graph.memory import render_block
 from mementograph.knowledge_graph.store import open_store
@@ -70,9 +70,7 @@ def transcript(sample: LocomoSample) -> list[ModelMessage]:
 def answers_in(sample: LocomoSample, text: str) -> tuple[int, int]:
     """`(questions whose answer words are all in text, questions scored)`."""
     kept = scored = 0
-    for question in sample.questions:
-        if question.category not in RETENTION_CATEGORIES or question.answer is None or not question.evidence:
-            continue
+    for question in retention_questions(sample):
         verdict = retains_answer(question.answer, text)
         if verdict is not None:
             scored += 1
@@ -85,6 +83,7 @@ async def replay(
 ) -> dict[str, Any]:
     messages = transcript(sample)
     store = None
+    session = f'{sample.sample_id}-{time.time_ns()}'
     if strategy == 'sliding':
         from pydantic_ai_harness.compaction import SlidingWindowCompaction
 
@@ -93,7 +92,6 @@ async def replay(
         )
     else:
         store = open_store(args.store)
-        session = f'{sample.sample_id}-{time.time_ns()}'
         capability = MementoCompaction(store, max_tokens=args.budget, session_id=session, **json.loads(args.settings))
     started = time.perf_counter()
     trace = await replay_messages(messages, capabilities=[capability], counter=counter)
@@ -110,7 +108,7 @@ async def replay(
         'seconds': round(time.perf_counter() - started, 1),
     }
     if store is not None:
-        mementos = store.list_mementos(session_id=capability.session_id)
+        mementos = store.list_mementos(session_id=session)
         merged = [memento for memento in mementos if memento.level > 1]
         stub_tokens = sum(counter.count_text(match) for match in _STUB_TEXT.findall(last))
         row |= {

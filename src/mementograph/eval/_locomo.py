@@ -380,6 +380,15 @@ def evaluate_locomo(
     )
 
 
+def retention_questions(sample: LocomoSample) -> list[LocomoQuestion]:
+    """The questions answer retention scores: categories 1, 2 and 4, with an answer and evidence turns."""
+    return [
+        question
+        for question in sample.questions
+        if question.category in RETENTION_CATEGORIES and question.evidence and question.answer is not None
+    ]
+
+
 def _retention(
     samples: Sequence[LocomoSample], ingested: Sequence[IngestedDialogue], counter: TokenCounter
 ) -> tuple[Retention, ...]:
@@ -391,9 +400,7 @@ def _retention(
         sizes['mementos'] += sum(counter.count_text(block.memento_text) for block in dialogue.blocks)
         sizes['session summaries'] += sum(counter.count_text(text) for text in sample.summaries.values())
         sizes['observations'] += sum(counter.count_text(text) for text in sample.observations.values())
-        for question in sample.questions:
-            if question.category not in RETENTION_CATEGORIES or not question.evidence or question.answer is None:
-                continue
+        for question in retention_questions(sample):
             evidence = [e for e in question.evidence if e in sample.turn_text]
             sessions = sorted({int(e[1:].split(':')[0]) for e in evidence})
             blocks = list(dict.fromkeys(block_of[e].block_id for e in evidence if e in block_of))

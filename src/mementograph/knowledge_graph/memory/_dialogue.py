@@ -354,13 +354,16 @@ def dialogue_memento(
     return text
 
 
+def _line_speaker(line: str) -> tuple[str, str] | None:
+    """`(speaker, the rest)` of a memento's line: a name, a role, or a section label (`VALUES`); `None` else."""
+    match = _LINE_SPEAKER.match(line)
+    return None if match is None else (match.group(1) or match.group(2), line[match.end() :])
+
+
 def is_conversation_memento(text: str) -> bool:
     """Whether every line of a memento is a speaker's (`Name: ...`, or a role's), none a section: a conversation's."""
-    lines = [line for line in text.split('\n') if line.strip()]
-    return bool(lines) and all(
-        (match := _LINE_SPEAKER.match(line)) is not None and (match.group(1) or match.group(2)) not in SECTION_LABELS
-        for line in lines
-    )
+    speakers = [_line_speaker(line) for line in text.split('\n') if line.strip()]
+    return bool(speakers) and all(speaker is not None and speaker[0] not in SECTION_LABELS for speaker in speakers)
 
 
 def merge_dialogue_mementos(
@@ -389,12 +392,10 @@ def merge_dialogue_mementos(
         for line in memento.split('\n'):
             if not line.strip():
                 continue
-            speaker = _LINE_SPEAKER.match(line)
+            speaker = _line_speaker(line)
             if speaker is None:
                 return ''
-            turns.append(_Turn(speaker.group(1) or speaker.group(2), line[speaker.end() :], None))
-    if not turns:
-        return ''
+            turns.append(_Turn(*speaker, None))
     joined = '\n'.join(mementos)
     must_keep = [fact for fact in critical_facts(joined) if fact.kind in MUST_KEEP_KINDS]
     text = _select(turns, joined, must_keep, set(pinned), budget=limit, limit=limit, count=count, min_gain=2.0)
@@ -403,7 +404,7 @@ def merge_dialogue_mementos(
 
 def _select(
     turns: Sequence[_Turn],
-    text: str,
+    source: str,
     must_keep: Sequence[Fact],
     pinned: set[str],
     *,
@@ -414,8 +415,8 @@ def _select(
 ) -> str:
     """The turns' sentences rendered as a memento: forced ones (the first holder of each must-keep or pinned fact),
     then the best gain per token within `budget`, then cut to `limit` tokens, least useful first; `''` without
-    sentences."""
-    units = _units(turns, count, stopwords_of(languages_of(text)))
+    sentences. `source` is the whole text, whose languages' stop words weigh nothing."""
+    units = _units(turns, count, stopwords_of(languages_of(source)))
     if not units:
         return ''
     # each must-keep fact (and each fact the judge named) forces the first sentence that holds it, and only that
@@ -482,10 +483,7 @@ def opens_with_speaker(block: BlockInput, memento: str) -> bool:
     first = next((line.strip() for line in memento.splitlines() if line.strip()), '')
     if block.merges:  # a memento of mementos: the speakers of its children's lines (not their section labels)
         speakers = {
-            match.group(1) or match.group(2)
-            for child in block.merges
-            for line in child.split('\n')
-            if (match := _LINE_SPEAKER.match(line))
+            speaker[0] for child in block.merges for line in child.split('\n') if (speaker := _line_speaker(line))
         } - set(SECTION_LABELS)
     else:
         speakers = {turn.speaker for turn in _turns(block.messages, block.zone)}
