@@ -33,7 +33,7 @@ from collections import Counter
 from collections.abc import AsyncIterable, Sequence
 from dataclasses import asdict, dataclass, field, fields
 from pathlib import Path
-from typing import Any
+from typing import Any, Final
 
 import pytest
 from pydantic_ai import Agent, RunContext
@@ -240,7 +240,9 @@ class SessionModel:
                     run.violations.append(f'own block did not recover: {text[:200]}')
             elif part.tool_call_id.endswith('-foreign'):
                 run.foreign_probes += 1
-                if not text.startswith('No archived block'):
+                if text.startswith(_STORE_UNAVAILABLE):  # refused, not answered: counted as a store failure
+                    run.failures.append(text[:200])
+                elif not text.startswith('No archived block'):
                     run.violations.append(f'another session answered recover_block: {text[:200]}')
 
 
@@ -417,6 +419,10 @@ class _SessionCheck:
     mementos: int = 0
 
 
+_STORE_UNAVAILABLE: Final = 'recover_block failed: the memory store is unavailable'
+"""How a memory tool answers when the store refused or did not answer (`_toolset`): no data, nothing lost."""
+
+
 def check_session(store: GraphStore, namespace: str, run: SessionRun) -> _SessionCheck:
     """One session against the store: whole log, exact blocks, counts as announced, no cross-session data."""
     sid, found = run.sid, _SessionCheck()
@@ -433,10 +439,13 @@ def check_session(store: GraphStore, namespace: str, run: SessionRun) -> _Sessio
     blocks = store.list_blocks(namespace=namespace, session_id=sid)
     parts = store.list_blocks(namespace=namespace, session_id=sid, kind='part')
     found.duplicated += sum(n - 1 for n in Counter([*run.evicted, *run.micro]).values())
-    if sorted(run.evicted) != sorted(b.id for b in blocks):
-        found.problems.append(f'{len(run.evicted)} blocks announced, {len(blocks)} in the store')
-    if sorted(run.micro) != sorted(p.id for p in parts):
-        found.problems.append(f'{len(run.micro)} parts announced, {len(parts)} in the store')
+    for kind, announced, stored in (('blocks', run.evicted, blocks), ('parts', run.micro, parts)):
+        ids = sorted(record.id for record in stored)
+        # a write the store did not finish within `store_timeout` is left to finish on its own: its compaction was
+        # skipped (the context stayed whole), yet its records may land, exact (`verify_problems` above), unannounced
+        landed_late = bool(run.failures) and set(announced) <= set(ids)
+        if sorted(announced) != ids and not landed_late:
+            found.problems.append(f'{len(announced)} {kind} announced, {len(ids)} in the store')
     mementos = store.list_mementos(namespace=namespace, session_id=sid)
     memento_ids = {m.id for m in mementos}
     if missing := set(run.merged) - memento_ids:
