@@ -159,3 +159,14 @@ def test_blocks_whose_compressor_failed_are_counted_and_named(
     # the blocks are still archived and ranked by their own text
     assert report.recall['bm25']['overall'][10] > 0
     assert f'{report.blocks} blocks without a memento, the compressor failed: ' in _eval_cmd._written_by(report)
+
+
+def test_extractive_settings_reach_the_ingest_workers(locomo_slice: Path) -> None:
+    def mementos(engine: EngineSpec) -> tuple[float, int]:
+        report = evaluate_locomo(locomo_slice, methods=('bm25',), workers=2, engine=engine)
+        return next(r.size_ratio for r in report.retention if r.name == 'mementos'), report.verified
+
+    flat, flat_verified = mementos(EngineSpec())
+    stretched, verified = mementos(EngineSpec(extractive=(('dialogue_stretch', 2.0),)))
+    assert stretched > flat  # dense sentences past the target: larger mementos, built in the worker processes
+    assert verified == flat_verified

@@ -329,3 +329,25 @@ def test_a_german_conversation_gets_its_dates_anchored_and_verified() -> None:
     assert 'Gestern (7 May 2023) sind wir auf die Zugspitze gestiegen' in result.text
     assert RubricJudge(counter=COUNTER).check(block, result.text).invented == ()
     assert RubricJudge(counter=COUNTER).check(block, result.text.replace('7 May', '6 May')).invented != ()
+
+
+def test_a_stretched_budget_takes_dense_sentences_and_leaves_small_talk_out() -> None:
+    block = chat()
+    flat = ExtractiveCompressor(counter=COUNTER, dialogue_ratio=0.15).extract(block)
+    assert 'support group' not in flat and 'charity race' in flat
+    stretched = ExtractiveCompressor(counter=COUNTER, dialogue_ratio=0.15, dialogue_stretch=3.0).extract(block)
+    # past the target, the statements of fact go in; greetings and praise stay out whatever the room
+    assert 'LGBTQ support group yesterday (7 May 2023)' in stretched
+    assert 'camping in the mountains next month (June 2023)' in stretched
+    assert 'Busy is good' not in stretched and 'so brave' not in stretched
+    assert COUNTER.count_text(stretched) <= 3 * 0.15 * block.tokens
+    assert RubricJudge(counter=COUNTER).check(block, stretched).passed
+    # a sentence must be worth `dialogue_dense_value` to go past the target: none is worth 100 per token
+    strict = ExtractiveCompressor(counter=COUNTER, dialogue_ratio=0.15, dialogue_stretch=3.0, dialogue_dense_value=100)
+    assert strict.extract(block) == flat
+
+
+@pytest.mark.parametrize('settings', [{'dialogue_stretch': 0.5}, {'dialogue_dense_value': -1.0}])
+def test_stretch_settings_are_validated(settings: dict[str, float]) -> None:
+    with pytest.raises(ValueError, match='dialogue_stretch must be >= 1'):
+        ExtractiveCompressor(**settings)  # type: ignore[arg-type]

@@ -89,13 +89,18 @@ class EngineSpec:
     """A pydantic-ai model name for `LLMCompressor` (e.g. `'openai:gpt-4o-mini'`); `None`: extractive."""
     judge: str | None = None
     """A model name for `CombinedJudge(RubricJudge(), LLMJudge(model))`; `None`: the rubric alone."""
+    extractive: tuple[tuple[str, float], ...] = ()
+    """Settings of the extractive compressor, as `(field, value)` pairs (e.g. `(('dialogue_stretch', 2.0),)`), to
+    measure them; ignored with `compressor`."""
 
     def engine(self, counter: TokenCounter) -> MementoEngine:
         judge: Judge = RubricJudge(counter=counter)
         if self.judge is not None:
             judge = CombinedJudge(rubric=RubricJudge(counter=counter), llm=LLMJudge(self.judge))
         compressor = (
-            ExtractiveCompressor(counter=counter) if self.compressor is None else LLMCompressor(self.compressor)
+            ExtractiveCompressor(counter=counter, **dict(self.extractive))  # type: ignore[arg-type]
+            if self.compressor is None
+            else LLMCompressor(self.compressor)
         )
         return MementoEngine(compressor=compressor, judge=judge, counter=counter)
 

@@ -23,6 +23,7 @@ exactly those, so an anchor is never mistaken for an invented date and a wrong o
 
 from __future__ import annotations
 
+import math
 import re
 from collections.abc import Callable, Iterator, Sequence
 from dataclasses import dataclass
@@ -338,15 +339,30 @@ def dialogue_memento(
     pinned: set[str],
     count: Callable[[str], int],
     min_gain: float = 2.0,
+    stretch: float = 1.0,
+    dense_value: float = math.inf,
 ) -> str:
     """The memento of a dialogue block: forced sentences (must-keep facts, pinned facts) first, then the best gain
-    per token within `budget` tokens; the rendered text is cut to `limit` tokens, least useful sentence first.
+    per token within `budget` tokens, and past it, up to `stretch` times `budget`, sentences worth at least
+    `dense_value` (new content weight per token, `_UNIT_COST` included); the rendered text is cut to `limit` tokens,
+    least useful sentence first.
 
     Returns `''` when the result would not fit `limit` or lacks a must-keep fact (the caller then uses the
     agent-trace path, which never loses a fact to sentence boundaries)."""
     turns = _turns(block.messages, block.zone)
     must_keep = [fact for fact in critical_facts(block.text) if fact.kind in MUST_KEEP_KINDS]
-    text = _select(turns, block.text, must_keep, pinned, budget=budget, limit=limit, count=count, min_gain=min_gain)
+    text = _select(
+        turns,
+        block.text,
+        must_keep,
+        pinned,
+        budget=budget,
+        limit=limit,
+        count=count,
+        min_gain=min_gain,
+        stretch=stretch,
+        dense_value=dense_value,
+    )
     if not text or count(text) > limit or not all(fact_present(fact, text) for fact in must_keep):
         # a fact no sentence carries whole, or too many facts for the cap: the agent-trace path lists facts
         # one by one, so the caller falls back to it
@@ -412,10 +428,13 @@ def _select(
     limit: int,
     count: Callable[[str], int],
     min_gain: float,
+    stretch: float = 1.0,
+    dense_value: float = math.inf,
 ) -> str:
     """The turns' sentences rendered as a memento: forced ones (the first holder of each must-keep or pinned fact),
-    then the best gain per token within `budget`, then cut to `limit` tokens, least useful first; `''` without
-    sentences. `source` is the whole text, whose languages' stop words weigh nothing."""
+    then the best gain per token within `budget` (past it, up to `stretch` times `budget`, only sentences worth
+    `dense_value` per token), then cut to `limit` tokens, least useful first; `''` without sentences. `source` is
+    the whole text, whose languages' stop words weigh nothing."""
     units = _units(turns, count, stopwords_of(languages_of(source)))
     if not units:
         return ''
@@ -439,11 +458,13 @@ def _select(
         best: _Unit | None = None
         best_value = 0.0
         for unit in units:
-            room = budget * _FIRST_SLACK if not picked else budget
+            room = budget * (_FIRST_SLACK if not picked else stretch)
             if unit.order in selected or used + unit.tokens > room:
                 continue
             gain = _gain(unit, seen)
             value = gain / (unit.tokens + _UNIT_COST)
+            if picked and used + unit.tokens > budget and value < dense_value:
+                continue  # past the target only a dense sentence goes in: a block of facts keeps more than chat
             if gain >= min_gain and value > best_value:
                 best, best_value = unit, value
         if best is None:
