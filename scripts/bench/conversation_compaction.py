@@ -22,6 +22,7 @@ judge verified, and the share of the last request taken by stub headers and note
 Usage:
     TIKTOKEN_CACHE_DIR=... .venv/bin/python scripts/bench/conversation_compaction.py [--budget 8000] [--limit N] \
         [--strategies sliding,memento] [--settings '{"conversation_memento_share": 0.3}']
+        [--extractive '{"dialogue_stretch": 2.0}']
 """
 
 from __future__ import annotations
@@ -43,7 +44,7 @@ from mementograph.capabilities import MementoCompaction
 from mementograph.eval._ingest import _message
 from mementograph.eval._locomo import LocomoSample, load_locomo, retention_questions
 from mementograph.eval._metrics import retains_answer
-from mementograph.knowledge_graph.memory import render_block
+from mementograph.knowledge_graph.memory import ExtractiveCompressor, render_block
 from mementograph.knowledge_graph.store import open_store
 
 REPO = Path(__file__).resolve().parents[2]
@@ -92,7 +93,10 @@ async def replay(
         )
     else:
         store = open_store(args.store)
-        capability = MementoCompaction(store, max_tokens=args.budget, session_id=session, **json.loads(args.settings))
+        compressor = ExtractiveCompressor(**json.loads(args.extractive))
+        capability = MementoCompaction(
+            store, max_tokens=args.budget, session_id=session, compressor=compressor, **json.loads(args.settings)
+        )
     started = time.perf_counter()
     trace = await replay_messages(messages, capabilities=[capability], counter=counter)
     last = render_block(trace.requests[-1])
@@ -143,6 +147,7 @@ async def main(args: argparse.Namespace) -> dict[str, Any]:
     result: dict[str, Any] = {
         'budget': args.budget,
         'settings': json.loads(args.settings),
+        'extractive': json.loads(args.extractive),
         'keep_tokens': args.keep_tokens,
         'whole_dialogue': round(sum(k for k, _ in bound) / max(1, sum(n for _, n in bound)), 3),
         'strategies': {},
@@ -171,6 +176,11 @@ def cli() -> None:
         '--settings',
         default='{}',
         help='more MementoCompaction settings as JSON, e.g. \'{"conversation_memento_share": 0.3}\'',
+    )
+    parser.add_argument(
+        '--extractive',
+        default='{}',
+        help='ExtractiveCompressor settings as JSON, e.g. \'{"dialogue_stretch": 2.0}\'',
     )
     args = parser.parse_args()
     result = asyncio.run(main(args))
