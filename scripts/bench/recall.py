@@ -335,8 +335,8 @@ def main() -> None:
             row['growth_p50_vs_smallest'] = round(row['recall_p50_ms'] / max(base['recall_p50_ms'], 1e-9), 2)
     header = (
         '| blocks | store | recall (fused) p50 / p95 ms | fused, first time p50 / p95 ms | fused in a session p50 / p95 ms '
-        '| fused in a session, first time p50 / p95 ms | graph only p50 / p95 ms | search_text p50 / p95 ms | fused p50 growth vs smallest | FTS index build s '
-        '| load s | load avg before / after |'
+        '| fused in a session, first time p50 / p95 ms | graph only p50 / p95 ms | search_text p50 / p95 ms '
+        '| fused p50 growth vs smallest | FTS index build s | load s | load avg before / after |'
     )
     print('\n' + header)
     print('|' + '---|' * 12)
