@@ -93,7 +93,8 @@ async def replay(
         )
     else:
         store = open_store(args.store)
-        compressor = ExtractiveCompressor(**json.loads(args.extractive))
+        extractive = json.loads(args.extractive)
+        compressor = ExtractiveCompressor(**extractive) if extractive else None  # None: the capability's own default
         capability = MementoCompaction(
             store, max_tokens=args.budget, session_id=session, compressor=compressor, **json.loads(args.settings)
         )
