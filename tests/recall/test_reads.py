@@ -45,3 +45,31 @@ def test_block_info_keeps_the_entity_classes_asked_for(filled: tuple[GraphStore,
             ]
     assert any(info.entities for info in recall_store.block_info(block_ids, namespace=namespace, entities=True,
                                                                  entity_classes={'name'}))  # fmt: skip
+
+
+def test_mention_keys_are_the_keys_block_info_reads(filled: tuple[GraphStore, str]) -> None:
+    """`mention_keys` (the co-mention hop's read) answers `block_info(..., entities=True)`'s keys and counts, in
+    its order, for the blocks in scope that mention an entity of the classes asked for."""
+    store, namespace = filled
+    recall_store: RecallStore = store  # type: ignore[assignment]
+    blocks = store.list_blocks(namespace=namespace)
+    block_ids = [block.id for block in blocks]
+    every = {info.id: info.entities for info in recall_store.block_info(block_ids, namespace=namespace, entities=True)}
+    asked = [*reversed(block_ids), block_ids[0], 'blk_missing']
+    for wanted in (None, {'name', 'date'}, {'concept'}, set()):
+        expected = {
+            block_id: keys
+            for block_id in reversed(block_ids)
+            if (
+                keys := tuple((e.key, n) for e, n in every[block_id] if wanted is None or e.key.split(':')[0] in wanted)
+            )
+        }
+        found = recall_store.mention_keys(asked, namespace=namespace, entity_classes=wanted)
+        assert found == expected
+        assert list(found) == list(expected)  # the order asked in
+    assert recall_store.mention_keys(block_ids, namespace=namespace)  # the dialogue mentions something
+    session = blocks[0].session_id
+    in_session = recall_store.mention_keys(block_ids, namespace=namespace, session_id=session)
+    assert set(in_session) == {b.id for b in blocks if b.session_id == session and every[b.id]}
+    assert recall_store.mention_keys(block_ids, namespace=namespace, session_id='no-such-session') == {}
+    assert recall_store.mention_keys(block_ids, namespace=f'{namespace}-elsewhere') == {}

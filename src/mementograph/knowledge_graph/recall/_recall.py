@@ -14,8 +14,8 @@ Methods (each a ranking of blocks):
   similarity of their text to the query, and `fused` with that ranking as a third, lighter member. Words catch
   names, numbers and paths; vectors catch paraphrase ("destress" -> "pottery ... like therapy").
 
-All of it is Python over two protocol reads (`entity_postings`, `block_info`, which also answers `entities_of`
-and `memento_of` for many blocks at once) plus `search_text`, so the `graph` ranking is identical on every backend
+All of it is Python over three protocol reads (`entity_postings`, `block_info`, which also answers `entities_of`
+and `memento_of` for many blocks at once, and `mention_keys`, the entity keys alone) plus `search_text`, so the `graph` ranking is identical on every backend
 by construction; `bm25` (and so `fused`) can differ only as far as the backends' full-text scoring does. Latency
 is round trips on Neo4j and rows read on SQLite: a `fused` recall makes ~9 reads, each bounded (postings and
 frequencies capped, full text over the rarer words), so it grows little with the store.
@@ -35,7 +35,7 @@ from difflib import SequenceMatcher
 from typing import TYPE_CHECKING, Final, Literal, Protocol
 
 from ..._daemon import DaemonExecutor
-from .._schema import DEFAULT_NAMESPACE, EntityRecord
+from .._schema import DEFAULT_NAMESPACE
 from ..entities import entity_key
 from ..store import GraphStore, TextHit
 from ._query import QueryKey, QueryPlan, TimeRange, parse_time, plan_query, time_range_in
@@ -115,6 +115,23 @@ class RecallStore(GraphStore, Protocol):
         `mementos`, each also carries its memento (`BlockInfo.memento`): what `recall` shows for a hit; with
         `entities`, what it `MENTIONS` (`BlockInfo.entities`, as `entities_of`): the second hop's seeds, only those
         whose key is of one of `entity_classes` when given (`file` for `file:app.py`).
+        """
+        ...
+
+    def mention_keys(
+        self,
+        block_ids: Sequence[str],
+        *,
+        namespace: str = DEFAULT_NAMESPACE,
+        session_id: str | None = None,
+        entity_classes: Collection[str] | None = None,
+    ) -> dict[str, tuple[tuple[str, int], ...]]:
+        """What each block in scope `MENTIONS`, as `(entity key, count)`, most mentions first, then by key.
+
+        `block_info(..., entities=True)` without the entities' names and kinds, nor the blocks' positions: the
+        second hop reads its seeds' entities only to weigh them by key, and a large seed mentions ~500 named
+        entities (on SQLite, joining each with its entity row was most of the read). Blocks out of scope, or
+        mentioning nothing asked for, are left out.
         """
         ...
 
@@ -371,18 +388,13 @@ def _co_mentions(
     seeds = heapq.nsmallest(config.seeds, acc, key=lambda block_id: (-acc[block_id].score, block_id))
     top = acc[seeds[0]].score or 1.0
     support: dict[str, float] = defaultdict(float)
-    records: dict[str, EntityRecord] = {}
     # the named entities only, filtered by the store: half of an agent trace's mentions are plain words (`concept`)
-    named = store.block_info(
-        seeds, namespace=namespace, session_id=session_id, entities=True, entity_classes=_NAMED_CLASSES
-    )
-    for info in named:
-        seed = info.id
-        for entity, _count in info.entities:
-            if entity.key in matched_keys or key_class_of(entity.key) not in _NAMED_CLASSES:
-                continue
-            support[entity.key] += acc[seed].score / top
-            records[entity.key] = entity
+    named = store.mention_keys(seeds, namespace=namespace, session_id=session_id, entity_classes=_NAMED_CLASSES)
+    for seed in seeds:
+        share = acc[seed].score / top
+        for key, _count in named.get(seed, ()):
+            if key not in matched_keys:
+                support[key] += share
     if not support:
         return
     candidates = heapq.nsmallest(config.co_candidates, support, key=lambda key: (-support[key], key))
@@ -400,6 +412,7 @@ def _co_mentions(
     if not ranked:
         return
     chosen = {key: value for value, key in ranked}
+    names = {f.entity.key: f.entity.name for f in lookup.entities}
     postings = _lookup(
         store,
         list(chosen),
@@ -415,12 +428,7 @@ def _co_mentions(
         for posting in found.postings:
             entry = acc[posting.block_id]
             entry.score += config.co_weight * share * idf * _saturate(posting.count, config.k1)
-            entry.reasons[f'co-mention of {records[found.entity.key].name}'] = None
-
-
-def key_class_of(key: str) -> str:
-    """`name:caroline` -> `name`."""
-    return key.partition(':')[0]
+            entry.reasons[f'co-mention of {names[found.entity.key]}'] = None
 
 
 def _propagate_next(
@@ -756,9 +764,13 @@ def _background() -> DaemonExecutor:
         return _pool
 
 
+_RECALL_READS: Final = ('entity_postings', 'block_info', 'mention_keys')
+
+
 def _recall_store(store: GraphStore) -> RecallStore:
-    if not (hasattr(store, 'entity_postings') and hasattr(store, 'block_info')):
-        raise TypeError(f'{type(store).__name__} lacks the recall reads entity_postings and block_info')
+    missing = [read for read in _RECALL_READS if not hasattr(store, read)]
+    if missing:
+        raise TypeError(f'{type(store).__name__} lacks the recall reads {", ".join(missing)} (see RecallStore)')
     return store  # type: ignore[return-value]
 
 

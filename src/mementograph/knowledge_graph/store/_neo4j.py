@@ -1458,6 +1458,33 @@ class Neo4jStore:
             )
         return EntityLookup(total_blocks=int(rows[0]['total']), entities=tuple(entities))
 
+    def mention_keys(
+        self,
+        block_ids: Sequence[str],
+        *,
+        namespace: str = DEFAULT_NAMESPACE,
+        session_id: str | None = None,
+        entity_classes: Collection[str] | None = None,
+    ) -> dict[str, tuple[tuple[str, int], ...]]:
+        """`RecallStore.mention_keys` on Neo4j: one round trip, what `block_info(..., entities=True)` collects."""
+        ids = list(dict.fromkeys(block_ids))
+        if not ids:
+            return {}
+        rows = self._rows(
+            "UNWIND $ids AS block_id MATCH (b:EvictedBlock {id: block_id}) WHERE b.kind = 'block' AND "
+            + _scope('b', namespace, session_id)
+            + ' MATCH (b)-[r:MENTIONS]->(e:Entity {namespace: $namespace}) '
+            + ('' if entity_classes is None else "WHERE split(e.key, ':')[0] IN $classes ")
+            + 'WITH b, e, r ORDER BY r.count DESC, e.key RETURN b.id AS block, collect([e.key, r.count]) AS mentions',
+            'mention_keys',
+            ids=ids,
+            namespace=namespace,
+            session_id=session_id,
+            classes=sorted(entity_classes or ()),
+        )
+        found = {row['block']: tuple((key, count) for key, count in row['mentions']) for row in rows}
+        return {block_id: found[block_id] for block_id in ids if block_id in found}
+
     def block_info(
         self,
         block_ids: Sequence[str],

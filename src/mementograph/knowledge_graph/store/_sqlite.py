@@ -17,6 +17,7 @@ from collections import Counter
 from collections.abc import Collection, Iterator, Mapping, Sequence
 from contextlib import contextmanager
 from functools import lru_cache
+from operator import itemgetter
 from pathlib import Path
 from typing import TYPE_CHECKING, Any, Final
 
@@ -507,6 +508,8 @@ def _version(conn: sqlite3.Connection) -> tuple[int, int]:
     return conn.total_changes, conn.execute('PRAGMA data_version').fetchone()[0]
 
 
+_KEY: Final = itemgetter(0)
+_COUNT: Final = itemgetter(1)
 _MEMBERS_PAGE: Final = 256
 """Postings `_members_only` reads at a time."""
 _MEMBERS_MAX: Final = 20_000
@@ -1973,6 +1976,47 @@ class SqliteStore:
             self._members_cache.clear()  # a write made them all stale; a few sessions are asked at a time
         self._members_cache[key] = members
         return members
+
+    def mention_keys(
+        self,
+        block_ids: Sequence[str],
+        *,
+        namespace: str = DEFAULT_NAMESPACE,
+        session_id: str | None = None,
+        entity_classes: Collection[str] | None = None,
+    ) -> dict[str, tuple[tuple[str, int], ...]]:
+        """`RecallStore.mention_keys` on SQLite: the mention rows alone, an entity's key being its id past the
+        namespace's prefix (`entity_id_for`), and a class a range of those ids. For the second hop's seeds at 100k
+        blocks: 0.60 ms on average against 1.01 ms joined with the entity rows (p95 2.5 against 4.0 ms), before
+        building records for ~1,400 rows (`block_info`: 2.2 ms on average)."""
+        self._index_mentions()
+        ids = list(dict.fromkeys(block_ids))
+        prefix = entity_id_for(namespace, '')
+        bounds = (
+            [(prefix, prefix + '\U0010ffff')]
+            if entity_classes is None
+            else [(f'{prefix}{cls}:', f'{prefix}{cls};') for cls in sorted(entity_classes)]
+        )
+        ranges = ' OR '.join(['m.entity_id >= ? AND m.entity_id < ?'] * len(bounds)) or '0'
+        where, params = _scope_sql(namespace, session_id, '+')  # blocks by id, never by the scope index
+        found: dict[str, list[tuple[str, int]]] = {}
+        with self._read() as conn:
+            for start in range(0, len(ids), 500):
+                chunk = ids[start : start + 500]
+                rows = _json_rows(
+                    conn,
+                    'SELECT m.source_id AS source_id, m.entity_id AS entity_id, m.count AS count FROM mentions m '
+                    f'WHERE m.source_id IN (SELECT id FROM blocks WHERE id IN ({", ".join("?" * len(chunk))}) '
+                    f"AND +kind = 'block' AND {where}) AND ({ranges})",
+                    [*chunk, *params, *[bound for pair in bounds for bound in pair]],
+                    'source_id, entity_id, count',
+                )
+                for source_id, entity_id, count in rows:
+                    found.setdefault(source_id, []).append((entity_id[len(prefix) :], count))
+        for mentions in found.values():
+            mentions.sort(key=_KEY)  # then, stably, most mentions first: both sorts keyed in C
+            mentions.sort(key=_COUNT, reverse=True)
+        return {block_id: tuple(found[block_id]) for block_id in ids if block_id in found}
 
     def block_info(
         self,
