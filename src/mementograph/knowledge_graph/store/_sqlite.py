@@ -649,6 +649,20 @@ def _json_rows(conn: sqlite3.Connection, query: str, params: Sequence[Any], colu
     return rows
 
 
+def _entity_ranges(namespace: str, entity_classes: Collection[str] | None) -> tuple[str, list[str]]:
+    """A condition on `m.entity_id` that keeps the mentions of a namespace's entities of these classes (`None`: of
+    any class), and its parameters. An entity id is the namespace's prefix and the entity's key
+    (`namespace:class:value`), so a class is a range of ids: read off the mentions, with no entity row joined."""
+    prefix = entity_id_for(namespace, '')
+    bounds = (
+        [(prefix, prefix + '\U0010ffff')]
+        if entity_classes is None
+        else [(f'{prefix}{cls}:', f'{prefix}{cls};') for cls in sorted(entity_classes)]
+    )
+    condition = ' OR '.join(['m.entity_id >= ? AND m.entity_id < ?'] * len(bounds)) or '0'
+    return condition, [bound for pair in bounds for bound in pair]
+
+
 def _summarized(summarizes_json: str | None) -> tuple[str, ...]:
     """The block ids a memento hit summarizes (none if the memento is gone)."""
     return () if summarizes_json is None else tuple(json.loads(summarizes_json))
@@ -1992,12 +2006,7 @@ class SqliteStore:
         self._index_mentions()
         ids = list(dict.fromkeys(block_ids))
         prefix = entity_id_for(namespace, '')
-        bounds = (
-            [(prefix, prefix + '\U0010ffff')]
-            if entity_classes is None
-            else [(f'{prefix}{cls}:', f'{prefix}{cls};') for cls in sorted(entity_classes)]
-        )
-        ranges = ' OR '.join(['m.entity_id >= ? AND m.entity_id < ?'] * len(bounds)) or '0'
+        ranges, range_params = _entity_ranges(namespace, entity_classes)
         where, params = _scope_sql(namespace, session_id, '+')  # blocks by id, never by the scope index
         found: dict[str, list[tuple[str, int]]] = {}
         with self._read() as conn:
@@ -2008,7 +2017,7 @@ class SqliteStore:
                     'SELECT m.source_id AS source_id, m.entity_id AS entity_id, m.count AS count FROM mentions m '
                     f'WHERE m.source_id IN (SELECT id FROM blocks WHERE id IN ({", ".join("?" * len(chunk))}) '
                     f"AND +kind = 'block' AND {where}) AND ({ranges})",
-                    [*chunk, *params, *[bound for pair in bounds for bound in pair]],
+                    [*chunk, *params, *range_params],
                     'source_id, entity_id, count',
                 )
                 for source_id, entity_id, count in rows:
@@ -2087,11 +2096,7 @@ class SqliteStore:
             self._index_mentions()
             mentioned: dict[str, list[tuple[EntityRecord, int]]] = {block_id: [] for block_id in found}
             sources = list(found)
-            # a class is a range of entity ids (`namespace:class:value`): mentions out of it are never joined
-            classes = sorted(entity_classes) if entity_classes is not None else []
-            in_classes = ' OR '.join(['m.entity_id >= ? AND m.entity_id < ?'] * len(classes))
-            prefix = entity_id_for(namespace, '')
-            class_params = [bound for cls in classes for bound in (f'{prefix}{cls}:', f'{prefix}{cls};')]
+            in_classes, class_params = _entity_ranges(namespace, entity_classes)  # mentions out of them never joined
             with self._read() as conn:
                 for start in range(0, len(sources), 500):
                     chunk = sources[start : start + 500]
@@ -2100,8 +2105,8 @@ class SqliteStore:
                         'SELECT m.source_id AS source_id, e.key AS key, e.name AS name, e.kind AS kind, m.count AS '
                         f'count FROM mentions m JOIN entities e ON e.id = m.entity_id WHERE m.source_id IN '
                         f'({", ".join("?" * len(chunk))}) AND e.namespace = ?'
-                        + ('' if entity_classes is None else f' AND ({in_classes or "0"})'),
-                        [*chunk, namespace, *class_params],
+                        + ('' if entity_classes is None else f' AND ({in_classes})'),
+                        [*chunk, namespace, *([] if entity_classes is None else class_params)],
                         'source_id, key, name, kind, count',
                     )
                     rows.sort(key=lambda row: (row[0], -row[4], row[1]))
