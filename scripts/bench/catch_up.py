@@ -1,14 +1,18 @@
-"""Full-text catch-up benchmark: how long another writer waits while the first search indexes a backlog (SQLite).
+"""Index catch-up benchmark: how long another writer waits while the first read indexes a backlog (SQLite).
 
 Usage:
-    TIKTOKEN_CACHE_DIR=... .venv/bin/python scripts/bench/catch_up.py [--blocks 30000] [--data DIR] [--no-writer]
+    TIKTOKEN_CACHE_DIR=... .venv/bin/python scripts/bench/catch_up.py [--blocks 30000] [--index text|entities]
+        [--data DIR] [--no-writer]
 
-A store of `--blocks` core evictions (real blocks of the shared trajectories, as `store.py` makes them) is written
-with no search between, so the full-text index has the whole backlog to catch up on. Then, on a fresh copy of that
-file, one thread runs the first search while another connection evicts in a loop (each write waits up to ten
-minutes for the lock): the figures are the catch-up's seconds and the longest wait of one eviction meanwhile. A
-wait past SQLite's default 5 s busy timeout is a compaction that failed. `--no-writer` times the catch-up alone.
-The backlog file is kept in the temporary directory's `catch-up-N.db` between runs.
+A store of `--blocks` evictions (real blocks of the shared trajectories, as `store.py` makes them) is written with
+no read between, so the deferred index has the whole backlog to catch up on: `--index text` (the default) writes
+core evictions and times the first search (the full-text index); `--index entities` writes full ones (with their
+mentions) and times the first entity lookup, which rebuilds the by-entity index from the backlog. Then, on a fresh
+copy of that file, one thread runs that first read while another connection evicts in a loop (each write waits up
+to ten minutes for the lock): the figures are the catch-up's seconds and the longest wait of one eviction
+meanwhile. A wait past SQLite's default 5 s busy timeout is a compaction that failed. `--no-writer` times the
+catch-up alone. The backlog file is kept in the temporary directory's `catch-up-N.db` (`catch-up-entities-N.db`)
+between runs.
 """
 
 from __future__ import annotations
@@ -31,17 +35,19 @@ def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     parser.add_argument('--blocks', type=int, default=30_000)
     parser.add_argument('--data', type=Path, default=REPO.parent / 'shared' / 'data')
+    parser.add_argument('--index', choices=('text', 'entities'), default='text', help='the index that catches up')
     parser.add_argument('--no-writer', action='store_true', help='time the catch-up with no other writer')
     args = parser.parse_args()
 
     sources = real_blocks(args.data)
-    backlog = Path(tempfile.gettempdir()) / f'catch-up-{args.blocks}.db'
+    shape, name = ('core', 'catch-up') if args.index == 'text' else ('full', 'catch-up-entities')
+    backlog = Path(tempfile.gettempdir()) / f'{name}-{args.blocks}.db'
     if not backlog.exists():
         store = open_store(f'sqlite://{backlog}')
-        for eviction in evictions(sources, args.blocks, 'core'):
+        for eviction in evictions(sources, args.blocks, shape):
             store.write_eviction(eviction)
         store.close()
-    extra = list(evictions(sources, args.blocks + 400, 'core'))[args.blocks :]
+    extra = list(evictions(sources, args.blocks + 400, shape))[args.blocks :]
 
     with tempfile.TemporaryDirectory() as tmp:
         work = Path(tmp) / 'work.db'
@@ -51,13 +57,16 @@ def main() -> None:
         done = threading.Event()
         took: list[float] = []
 
-        def first_search() -> None:
+        def first_read() -> None:
             started = time.perf_counter()
-            searcher.search_text('error traceback')
+            if args.index == 'text':
+                searcher.search_text('error traceback')
+            else:
+                searcher.entity_postings(['concept:error'])
             took.append(time.perf_counter() - started)
             done.set()
 
-        thread = threading.Thread(target=first_search)
+        thread = threading.Thread(target=first_read)
         thread.start()
         waits: list[float] = []
         while not args.no_writer and not done.is_set():
@@ -67,7 +76,7 @@ def main() -> None:
         thread.join()
         searcher.close()
         writer.close()
-    print(f'blocks {args.blocks}: catch-up {took[0]:.2f} s', end='')
+    print(f'blocks {args.blocks}, {args.index} index: catch-up {took[0]:.2f} s', end='')
     if waits:
         print(
             f'; {len(waits)} evictions meanwhile, longest wait {max(waits):.2f} s, '

@@ -141,12 +141,25 @@ def test_corrupt_file_names_the_file(tmp_path: Path) -> None:
     assert path.read_bytes().startswith(b'this is not')  # never overwritten
 
 
-def test_foreign_sqlite_file_is_refused(tmp_path: Path) -> None:
+@pytest.mark.parametrize(
+    ('schema', 'refusal'),
+    [
+        ('CREATE TABLE customers (id INTEGER)', 'another application'),
+        ("CREATE TABLE meta (key TEXT, value TEXT); INSERT INTO meta VALUES ('format', 'shop-2')", 'unknown format'),
+    ],
+)
+def test_foreign_sqlite_file_is_refused_and_left_as_it_was(tmp_path: Path, schema: str, refusal: str) -> None:
     path = tmp_path / 'other.db'
-    with sqlite3.connect(path) as conn:
-        conn.execute('CREATE TABLE customers (id INTEGER)')
-    with pytest.raises(StoreUnavailableError, match='another application'):
+    conn = sqlite3.connect(path)
+    conn.executescript(schema)  # the default rollback journal, as most applications keep it
+    conn.close()
+    before = path.read_bytes()
+
+    with pytest.raises(StoreUnavailableError, match=refusal):
         open_store(f'sqlite://{path}')
+
+    assert path.read_bytes() == before  # not switched to WAL (a change the file would keep for good)
+    assert sorted(p.name for p in tmp_path.iterdir()) == ['other.db']
 
 
 def test_directory_and_unwritable_paths(tmp_path: Path) -> None:

@@ -10,13 +10,14 @@ import signal
 import sqlite3
 import subprocess
 import sys
+import time
 from dataclasses import replace
 from pathlib import Path
 
 import pytest
 
 from mementograph.knowledge_graph import BlockRecord, EntityRecord, Eviction, MementoRecord, Mention, PageRecord
-from mementograph.knowledge_graph.store import PageConflictError, SqliteStore
+from mementograph.knowledge_graph.store import PageConflictError, SqliteStore, StoreUnavailableError, _sqlite
 from mementograph.knowledge_graph.store._sqlite import _REBUILD_QUEUE_ROWS
 from tests.builders import session_history
 
@@ -102,14 +103,93 @@ def test_a_large_backlog_rebuilds_the_index_to_the_same_result(tmp_path: Path) -
 
         assert snapshot(bulk, count) == snapshot(incremental, count)
 
-        assert statements.count('DROP INDEX mentions_entity') == 1  # the bulk store rebuilt, once
+        assert statements.count('DROP INDEX IF EXISTS mentions_entity') == 1  # the bulk store rebuilt, once
         assert queued(bulk) == 0
         assert tuple(bulk_conn.execute(index_sql).fetchone()) == before  # the same index
-        plan = bulk_conn.execute(
-            "EXPLAIN QUERY PLAN SELECT source_id FROM mentions WHERE entity_id = 'x' ORDER BY count DESC"
-        ).fetchall()
-        assert 'mentions_entity' in plan[0][3]
+        assert entity_index_used(bulk_conn)
         assert [tuple(row) for row in bulk_conn.execute('PRAGMA integrity_check')] == [('ok',)]
+
+
+def entity_index_used(conn: sqlite3.Connection) -> bool:
+    plan = conn.execute(
+        "EXPLAIN QUERY PLAN SELECT source_id FROM mentions WHERE entity_id = 'x' ORDER BY count DESC"
+    ).fetchall()
+    return 'mentions_entity' in plan[0][3]
+
+
+def test_a_rebuild_lets_another_writer_in_between_its_transactions(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    monkeypatch.setattr(_sqlite, '_REBUILD_BATCHES', 1)  # a transaction per batch: 500, 500, 5 evictions
+    count = _REBUILD_QUEUE_ROWS + 5
+    path = tmp_path / 'bulk.db'
+    landed: list[float] = []
+    real_sleep = time.sleep
+    with SqliteStore(path) as bulk, SqliteStore(path, busy_timeout=0.5) as other:
+        for i in range(count):
+            bulk.write_eviction(eviction(i))
+        statements: list[str] = []
+        bulk._conn.set_trace_callback(statements.append)
+
+        def pause(seconds: float) -> None:  # the rebuild's pauses: another process evicts meanwhile
+            if not landed:
+                started = time.perf_counter()
+                other.write_eviction(eviction(count))  # `StoreBusyError` after 0.5 s if the lock were held
+                landed.append(time.perf_counter() - started)
+            real_sleep(seconds)
+
+        monkeypatch.setattr(_sqlite.time, 'sleep', pause)
+        lookup = bulk.entity_postings(['concept:common'], limit=2, count_limit=-1)
+
+        assert 'DROP INDEX IF EXISTS mentions_entity' in statements  # the rebuild path
+        assert len(landed) == 1 and landed[0] < 0.5
+        assert queued(bulk) == 0  # the eviction that came in meanwhile was indexed by the same rebuild
+        assert (lookup.entities[0].blocks, [p.block_id for p in lookup.entities[0].postings]) == (
+            count + 1,
+            [f'blk_{count:05d}', f'blk_{count - 1:05d}'],
+        )
+        assert entity_index_used(bulk._conn)
+
+
+@pytest.mark.parametrize('cut', ['after the first batch', 'before the index is built'])
+def test_a_rebuild_cut_short_is_finished_by_the_next_read(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch, cut: str
+) -> None:
+    """A kill between the rebuild's transactions leaves the index dropped and part of the backlog applied (here an
+    error at that point, which leaves the file as a kill would): the next read, in any process, finishes it."""
+    monkeypatch.setattr(_sqlite, '_REBUILD_BATCHES', 1)
+    count = _REBUILD_QUEUE_ROWS + 5
+    with SqliteStore(tmp_path / 'incremental.db') as incremental, SqliteStore(tmp_path / 'bulk.db') as bulk:
+        for i in range(count):
+            incremental.write_eviction(eviction(i))
+            bulk.write_eviction(eviction(i))
+            if i % 50 == 0:
+                incremental.entities_of('blk_00000')
+        if cut == 'after the first batch':
+            apply = SqliteStore._apply_next_mentions
+            calls: list[int] = []
+
+            def killed(self: SqliteStore, conn: sqlite3.Connection) -> int:
+                if calls:
+                    raise OSError('killed')
+                calls.append(1)
+                return apply(self, conn)
+
+            monkeypatch.setattr(SqliteStore, '_apply_next_mentions', killed)
+        else:
+            monkeypatch.setattr(_sqlite, '_MENTIONS_ENTITY_INDEX', 'SELECT killed()')
+        with pytest.raises((OSError, StoreUnavailableError)):
+            bulk.entities_of('blk_00000')
+        missing = bulk._conn.execute("SELECT count(*) FROM sqlite_master WHERE name = 'mentions_entity'").fetchone()
+        assert missing[0] == 0
+        assert queued(bulk) == (count - 500 if cut == 'after the first batch' else 0)
+        monkeypatch.undo()
+
+    with SqliteStore(tmp_path / 'bulk.db') as reopened, SqliteStore(tmp_path / 'incremental.db') as reference:
+        assert snapshot(reopened, count) == snapshot(reference, count)
+        assert queued(reopened) == 0
+        assert entity_index_used(reopened._conn)
+        assert [tuple(row) for row in reopened._conn.execute('PRAGMA integrity_check')] == [('ok',)]
 
 
 def test_delete_session_takes_its_queued_mentions(tmp_path: Path) -> None:
