@@ -191,7 +191,19 @@ def test_cli_replay_real_trajectory_json(capsys: pytest.CaptureFixture[str]) -> 
 def test_cli_replay_text(chat_file: Path, capsys: pytest.CaptureFixture[str]) -> None:
     assert main(['replay', str(chat_file), '--budget', '2500']) == 0
     out = capsys.readouterr().out
-    assert 'session.json' in out and 'budget 2500 tokens, store memory://' in out
+    assert 'session.json' in out and "budget 2500 tokens, store memory://, namespace 'replay'" in out
+
+
+def test_cli_replay_says_where_its_sessions_are(
+    chat_file: Path, tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    """Replays land in a namespace of their own, which `stats` does not read unless told: the summary says how."""
+    store = f'sqlite://{tmp_path / "replayed.db"}'
+    assert main(['replay', str(chat_file), '--budget', '2500', '--store', store]) == 0
+    hint = capsys.readouterr().out.splitlines()[-1]
+    assert hint == f'read the sessions with: mementograph stats --store {store} --namespace replay'
+    assert main([*hint.split(': mementograph ', 1)[1].split(), '--json']) == 0
+    assert json.loads(capsys.readouterr().out)['sessions'] == 1
 
 
 def test_cli_malformed_file_names_file_and_position(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:

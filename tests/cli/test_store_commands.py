@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import argparse
 import json
+import sqlite3
 import subprocess
 import sys
 from pathlib import Path
@@ -114,6 +115,64 @@ def test_export_writes_json_lines_with_or_without_the_flag(
     assert capsys.readouterr().out == plain
     records = [json.loads(line) for line in plain.splitlines()]
     assert records and all(r['block_id'].startswith('blk_') for r in records)
+
+
+@pytest.mark.parametrize(
+    'argv', [['stats'], ['export'], ['export', '--events'], ['recall', 'pkg'], ['transcript'], ['verify'], ['pages']]
+)
+def test_every_command_says_an_unknown_session_is_not_found(
+    demo_run: DemoRun, argv: list[str], capsys: pytest.CaptureFixture[str]
+) -> None:
+    assert main([*argv, '--session', 'nosuch', '--store', demo_run.data['store']]) == 3
+    assert "no session 'nosuch' in namespace 'default'" in capsys.readouterr().err
+
+
+def test_stats_of_an_empty_namespace_names_those_that_hold_sessions(
+    demo_run: DemoRun, capsys: pytest.CaptureFixture[str]
+) -> None:
+    assert main(['stats', '--store', demo_run.data['store'], '--namespace', 'typo', '--json']) == 0
+    data = json.loads(capsys.readouterr().out)
+    assert (data['sessions'], data['other_namespaces']) == (0, {'default': 1})
+    assert main(['stats', '--store', demo_run.data['store'], '--namespace', 'typo']) == 0
+    assert "namespace 'typo' holds nothing; sessions are in 'default' (1)" in capsys.readouterr().out
+    assert main(['stats', '--store', demo_run.data['store'], '--json']) == 0
+    assert 'other_namespaces' not in json.loads(capsys.readouterr().out)
+
+
+def test_export_marks_an_altered_block_and_fails(
+    demo_run: DemoRun, tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    copy = tmp_path / 'altered.db'
+    source = sqlite3.connect(demo_run.data['store'].removeprefix('sqlite://'))
+    target = sqlite3.connect(copy)
+    source.backup(target)
+    source.close()
+    altered = target.execute('SELECT id FROM blocks ORDER BY rid LIMIT 1 OFFSET 2').fetchone()[0]
+    target.execute("UPDATE blocks SET messages_json = replace(messages_json, 'a', 'e') WHERE id = ?", (altered,))
+    target.commit()
+    target.close()
+
+    assert main(['export', '--store', f'sqlite://{copy}']) == 4
+    captured = capsys.readouterr()
+    records = [json.loads(line) for line in captured.out.splitlines()]
+    assert [r['block_id'] for r in records if not r['verified_sha256']] == [altered]
+    assert len(records) > 3  # every block is still written
+    assert f'1 block(s) fail their sha256 check (written with verified_sha256 false): {altered}' in captured.err
+    assert main(['export', '--store', demo_run.data['store']]) == 0
+    assert all(json.loads(line)['verified_sha256'] for line in capsys.readouterr().out.splitlines())
+
+
+def test_bad_output_paths_and_time_filters_are_bad_arguments(
+    demo_run: DemoRun, tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    store = ['--store', demo_run.data['store']]
+    assert main(['export', '-o', str(tmp_path / 'no' / 'dir.jsonl'), *store]) == 2
+    assert 'cannot write' in capsys.readouterr().err
+    assert main(['recall', 'pkg', '--since', 'yesterday', *store]) == 2
+    assert "--since: cannot read 'yesterday' as a time" in capsys.readouterr().err
+    assert main(['recall', 'pkg', '--since', '2027-01-01', '--until', '2020-01-01', *store]) == 2
+    assert 'is not before until' in capsys.readouterr().err
+    assert main(['recall', 'pkg', '--since', '2020-01-01', '--until', '2099-01-01', *store]) == 0
 
 
 def test_options_are_not_abbreviated(demo_run: DemoRun, capsys: pytest.CaptureFixture[str]) -> None:

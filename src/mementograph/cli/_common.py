@@ -160,6 +160,13 @@ def store_from(args: argparse.Namespace, *, create: bool | str = False) -> Itera
         store.close()
 
 
+def require_session(store: GraphStore, namespace: str, session_id: str | None) -> None:
+    """Refuse a `--session` the namespace does not hold (exit 3), as every command that takes one does: a
+    mistyped id is an error, not an empty answer."""
+    if session_id is not None and all(known.id != session_id for known in store.list_sessions(namespace=namespace)):
+        raise CliError(f'no session {session_id!r} in namespace {namespace!r} (see `mementograph stats`)', code=3)
+
+
 def emit(args: argparse.Namespace, data: Any, text: str) -> None:
     """Print `data` as JSON with `--json`, else `text`."""
     if getattr(args, 'json', False):

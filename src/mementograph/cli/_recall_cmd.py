@@ -15,6 +15,7 @@ from ..knowledge_graph.recall import (
     Method,
     PagePolicy,
     RecallHit,
+    TimeFilterError,
     find_page,
     page_header,
     page_index_text,
@@ -31,6 +32,7 @@ from ._common import (
     add_store_vectors_option,
     emit,
     load_embedding,
+    require_session,
     store_from,
 )
 from ._progress import progress_bar, wants_progress
@@ -53,20 +55,24 @@ def _recall(args: argparse.Namespace) -> int:
         raise CliError(f'--method {method} needs --embedding MODEL (or MEMENTOGRAPH_EMBEDDING_MODEL)', code=2)
     model = load_embedding(args.embedding) if method in DENSE_METHODS else None
     with store_from(args) as store:
+        require_session(store, args.namespace, args.session)
         # stored vectors are read, the rest embedded here (and stored, unless told not to)
         dense = None if model is None else _synced_index(args, store, model, persist=args.store_vectors)[0]
-        hits = recall(
-            store,
-            args.query,
-            args.k,
-            method=method,
-            namespace=args.namespace,
-            session_id=args.session,
-            since=args.since,
-            until=args.until,
-            now=datetime.now(UTC),
-            dense=dense,
-        )
+        try:
+            hits = recall(
+                store,
+                args.query,
+                args.k,
+                method=method,
+                namespace=args.namespace,
+                session_id=args.session,
+                since=args.since,
+                until=args.until,
+                now=datetime.now(UTC),
+                dense=dense,
+            )
+        except TimeFilterError as exc:
+            raise CliError(f'--{exc}', code=2) from exc
     data = {'query': args.query, 'method': method, 'hits': [asdict(hit) for hit in hits]}
     text = render_recall(hits, args.query, max_chars=1_000_000, label=_hit_label)
     if hits:

@@ -6,6 +6,7 @@ import argparse
 import asyncio
 import multiprocessing
 import os
+import shlex
 import sys
 from collections.abc import Mapping
 from concurrent.futures import ProcessPoolExecutor, as_completed
@@ -73,7 +74,7 @@ def _fmt_share(value: float, *, of: int = 1) -> str:
     return f'{value * 100:5.1f}%' if of else '-'
 
 
-def _text(reports: list[ReplayReport], total: dict[str, Any], store_uri: str) -> str:
+def _text(reports: list[ReplayReport], total: dict[str, Any], store_uri: str, namespace: str) -> str:
     header = (
         f'{"file":<34} {"peak base":>9} {"peak":>6} {"cut":>6} {"evicted":>7} {"exact":>5} {"retain":>6} '
         f'{"in ctx":>6} {"avail":>6} {"accept":>6} {"stable":>6}'
@@ -98,9 +99,13 @@ def _text(reports: list[ReplayReport], total: dict[str, Any], store_uri: str) ->
             f'{_fmt_share(total["memento_acceptance"], of=total["blocks_evicted"]):>6} {total["cache_prefix_stability"]:>6.3f}'
         )
     lines.append(
-        f'budget {total["budget"]} tokens, store {store_uri}'
+        f'budget {total["budget"]} tokens, store {store_uri}, namespace {namespace!r}'
         + (f', {total["llm_tokens"]} LLM tokens spent on mementos' if total['llm_tokens'] else '')
     )
+    if not store_uri.startswith('memory://'):  # the other commands read the default namespace unless told
+        lines.append(
+            f'read the sessions with: mementograph stats --store {shlex.quote(store_uri)} --namespace {shlex.quote(namespace)}'
+        )
     problems = [(r.source, p) for r in reports for p in r.problems]
     for source, problem in problems[:20]:
         lines.append(f'problem: {source}: {problem}')
@@ -236,7 +241,7 @@ def _replay(args: argparse.Namespace) -> int:
         'files': [r.to_dict() for r in reports],
         'total': total,
     }
-    emit(args, data, _text(reports, total, uri))
+    emit(args, data, _text(reports, total, uri, args.namespace))
     if args.check and any(r.problems for r in reports):
         print(
             f'mementograph: check failed: {total["problems"]} archive problems '

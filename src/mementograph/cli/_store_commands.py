@@ -3,8 +3,10 @@
 from __future__ import annotations
 
 import argparse
+import hashlib
 import json
 import sys
+from collections import Counter
 from collections.abc import Sequence
 from dataclasses import asdict
 from pathlib import Path
@@ -12,7 +14,7 @@ from typing import Any
 
 from ..knowledge_graph.store import GraphStore, RecoveredBlock, recover_chain
 from ._commands import add_command
-from ._common import CliError, add_store_options, emit, store_from
+from ._common import CliError, add_store_options, emit, require_session, store_from
 
 __all__ = ('register',)
 
@@ -23,6 +25,7 @@ RECENT_SESSIONS = 5
 
 def _stats(args: argparse.Namespace) -> int:
     with store_from(args) as store:
+        require_session(store, args.namespace, args.session)
         stats = store.stats(namespace=args.namespace, session_id=args.session)
         uri = store.uri
         recent = [] if args.session else store.list_sessions(namespace=args.namespace)[-RECENT_SESSIONS:]
@@ -30,6 +33,8 @@ def _stats(args: argparse.Namespace) -> int:
             {'id': s.id, 'created_at': s.created_at, 'blocks': store.count_blocks(namespace=args.namespace, session_id=s.id)}
             for s in reversed(recent)
         ]  # fmt: skip
+        # an empty namespace beside full ones: `replay` and `eval` write to namespaces of their own
+        elsewhere = Counter(s.namespace for s in store.list_sessions(namespace=None)) if not stats.sessions else {}
     data = {'store': uri, 'namespace': args.namespace, **asdict(stats), 'tokens_saved': stats.tokens_saved}
     data.pop('details')
     lines = [
@@ -41,6 +46,13 @@ def _stats(args: argparse.Namespace) -> int:
         lines.append(f'newest sessions ({len(sessions)} of {stats.sessions}):')
         lines += [f'  {s["id"]}  started {str(s["created_at"])[:19]}  {s["blocks"]} blocks' for s in sessions]
         data['newest_sessions'] = sessions
+    if elsewhere:
+        data['other_namespaces'] = dict(sorted(elsewhere.items()))
+        lines.append(
+            f'namespace {args.namespace!r} holds nothing; sessions are in '
+            + ', '.join(f'{name!r} ({count})' for name, count in sorted(elsewhere.items()))
+            + ': read one with --namespace NAME'
+        )
     emit(args, data, '\n'.join(lines))
     return 0
 
@@ -98,6 +110,8 @@ def export_records(store: GraphStore, namespace: str, session_id: str | None) ->
                 'session_id': block.session_id,
                 'seq': block.seq,
                 'sha256': block.sha256,
+                # no decoding (pydantic-ai stays unloaded): the bytes against their hash, as `recover` checks them
+                'verified_sha256': hashlib.sha256(block.messages_json).hexdigest() == block.sha256,
                 'messages': json.loads(block.messages_json),
                 'memento': None
                 if memento is None
@@ -144,6 +158,7 @@ def _json_line(record: dict[str, Any]) -> str:
 
 def _export(args: argparse.Namespace) -> int:
     with store_from(args) as store:  # JSON lines, the one format (`--jsonl` says so explicitly)
+        require_session(store, args.namespace, args.session)
         if args.events:
             records = event_records(store, args.namespace, args.session)
         else:
@@ -152,8 +167,19 @@ def _export(args: argparse.Namespace) -> int:
     if args.output in (None, '-'):
         sys.stdout.write(lines)
     else:
-        Path(args.output).write_text(lines, encoding='utf-8')
+        try:
+            Path(args.output).write_text(lines, encoding='utf-8')
+        except OSError as exc:
+            raise CliError(f'cannot write {args.output}: {exc.strerror or exc}', code=2) from exc
         print(f'wrote {len(records)} records to {args.output}', file=sys.stderr)
+    altered = [record['block_id'] for record in records if record.get('verified_sha256') is False]
+    if altered:  # written as they are, marked: an export is also how one looks at a damaged archive
+        print(
+            f'mementograph export: {len(altered)} block(s) fail their sha256 check (written with verified_sha256 '
+            f'false): {", ".join(altered[:5])}{" ..." if len(altered) > 5 else ""}; see `mementograph verify`',
+            file=sys.stderr,
+        )
+        return 4
     return 0
 
 

@@ -24,6 +24,7 @@ from ._recall import (
     RecallHit,
     RecallStore,
     ScoredBlock,
+    TimeFilterError,
     rank_blocks,
     recall,
 )
@@ -47,6 +48,7 @@ __all__ = (
     'RecallHit',
     'RecallStore',
     'ScoredBlock',
+    'TimeFilterError',
     'TimeRange',
     'find_page',
     'fit_index',

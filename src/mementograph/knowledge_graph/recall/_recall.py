@@ -603,12 +603,26 @@ def _in_time(
     ]
 
 
+class TimeFilterError(ValueError):
+    """A time filter that cannot be read, or a range that holds no time (`since` not before `until`)."""
+
+
 def _time_filter(name: str, value: str | datetime | None) -> datetime | None:
     """A user's time filter, parsed; unreadable text is an error rather than a filter silently dropped."""
     parsed = parse_time(value)
     if parsed is None and isinstance(value, str) and value.strip():
-        raise ValueError(f'{name}: cannot read {value!r} as a time; use ISO-8601, e.g. 2026-05-20 or 2026-05-20T14:30')
+        raise TimeFilterError(
+            f'{name}: cannot read {value!r} as a time; use ISO-8601, e.g. 2026-05-20 or 2026-05-20T14:30'
+        )
     return parsed
+
+
+def _time_window(since: str | datetime | None, until: str | datetime | None) -> TimeRange:
+    window = TimeRange(_time_filter('since', since), _time_filter('until', until))
+    if window.since is not None and window.until is not None and not window.contains(window.since):
+        # an empty range would answer "nothing found", as if nothing matched
+        raise TimeFilterError(f'since ({since}) is not before until ({until}): the range holds no time')
+    return window
 
 
 def rank_blocks(
@@ -649,7 +663,7 @@ def rank_blocks(
     config = config or RecallConfig()
     if method in DENSE_METHODS and dense is None:
         raise ValueError(f'method {method!r} needs a dense index (dense=DenseIndex(embedding model))')
-    window = TimeRange(_time_filter('since', since), _time_filter('until', until))
+    window = _time_window(since, until)
     if prefer is None and (asked := _time_filter('now', now)) is not None:
         prefer = time_range_in(query, asked)
     plan = plan_query(query)
