@@ -95,3 +95,21 @@ def test_fit_index_keeps_the_header_and_the_newest_pages() -> None:
     assert counter.count_text('\n'.join(short)) <= tight
     assert short[-1] == newest_short
     assert fit_index(text, 10_000, counter) == text
+    # no room for the header and the note: no index at all, never one over its share
+    bare = fit_index(text, counter.count_text(header) + 24, counter).split('\n')  # the header and the note only
+    assert bare[0] == header and len(bare) == 2 and '30 older index lines left out' in bare[1]
+    assert fit_index(text, counter.count_text(header) + 23, counter) == ''
+    assert fit_index(text, 0, counter) == ''
+
+
+def test_a_mark_too_small_for_the_index_still_compacts(tmp_path: Path) -> None:
+    """At a mark of 300 tokens the index's share (15) holds not even its header: the run goes on without one and
+    compacts, where the index once took more than the mark's share and left the history a negative mark."""
+    model, capability = _run(tmp_path, max_tokens=300)
+    assert all(not info.instructions for info in model.infos)
+    assert [page for page in capability.graph_store.list_pages(session_id='s') if page.summary]  # pages closed
+    counter = TokenCounter()
+    assert (
+        min(counter.count_messages(seen) for seen in model.seen[5:])
+        < max(counter.count_messages(seen) for seen in model.seen[:5]) * 2
+    )

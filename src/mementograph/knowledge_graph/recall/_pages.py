@@ -328,11 +328,15 @@ def _short_line(line: str) -> str:
 
 def fit_index(text: str, max_tokens: int, counter: TokenCounter) -> str:
     """The index cut to `max_tokens`: its header, the newest page lines whole, older ones without their summary
-    (number, turns and topics), and a note on how many lines did not fit."""
+    (number, turns and topics), and a note on how many lines did not fit; '' when not even the header and the note
+    fit (a mark of a few hundred tokens: the index would outgrow its share, and the share is what the history
+    compacts below)."""
     if not text or counter.count_text(text) <= max_tokens:
         return text
     header, *lines = text.split('\n')
     used = counter.count_text(header) + 24  # room for the note on what was left out
+    if used > max_tokens:
+        return ''
     kept: list[str] = []
     shortening = False  # once a line had to be shortened, older ones are not shown whole
     for line in reversed(lines):
