@@ -8,6 +8,7 @@ import json
 import sqlite3
 import subprocess
 import sys
+import warnings
 from pathlib import Path
 
 import pytest
@@ -139,18 +140,24 @@ def test_stats_of_an_empty_namespace_names_those_that_hold_sessions(
     assert 'other_namespaces' not in json.loads(capsys.readouterr().out)
 
 
-def test_export_marks_an_altered_block_and_fails(
-    demo_run: DemoRun, tmp_path: Path, capsys: pytest.CaptureFixture[str]
-) -> None:
+def altered_copy(demo_run: DemoRun, tmp_path: Path) -> tuple[Path, str]:
+    """A copy of the demo's store with one block's bytes changed behind the store's back, and that block's id."""
     copy = tmp_path / 'altered.db'
     source = sqlite3.connect(demo_run.data['store'].removeprefix('sqlite://'))
     target = sqlite3.connect(copy)
     source.backup(target)
     source.close()
-    altered = target.execute('SELECT id FROM blocks ORDER BY rid LIMIT 1 OFFSET 2').fetchone()[0]
+    altered: str = target.execute('SELECT id FROM blocks ORDER BY rid LIMIT 1 OFFSET 2').fetchone()[0]
     target.execute("UPDATE blocks SET messages_json = replace(messages_json, 'a', 'e') WHERE id = ?", (altered,))
     target.commit()
     target.close()
+    return copy, altered
+
+
+def test_export_marks_an_altered_block_and_fails(
+    demo_run: DemoRun, tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    copy, altered = altered_copy(demo_run, tmp_path)
 
     assert main(['export', '--store', f'sqlite://{copy}']) == 4
     captured = capsys.readouterr()
@@ -160,6 +167,18 @@ def test_export_marks_an_altered_block_and_fails(
     assert f'1 block(s) fail their sha256 check (written with verified_sha256 false): {altered}' in captured.err
     assert main(['export', '--store', demo_run.data['store']]) == 0
     assert all(json.loads(line)['verified_sha256'] for line in capsys.readouterr().out.splitlines())
+
+
+def test_reindex_names_an_altered_block_once_without_a_python_warning(
+    demo_run: DemoRun, tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    copy, altered = altered_copy(demo_run, tmp_path)
+    with warnings.catch_warnings(record=True) as raised:
+        warnings.simplefilter('always')
+        assert main(['reindex', '--store', f'sqlite://{copy}']) == 0
+    assert [str(w.message) for w in raised] == []
+    out = capsys.readouterr().out
+    assert f'1 block(s) fail their sha256 check and keep their edges: {altered}' in out and out.count(altered) == 1
 
 
 def test_bad_output_paths_and_time_filters_are_bad_arguments(

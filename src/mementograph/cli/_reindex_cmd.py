@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import argparse
 import asyncio
+import warnings
 from dataclasses import asdict
 
 from ..knowledge_graph.entities import ENTITY_MODEL_ENV, default_mention_extractor, reindex_entities
@@ -22,11 +23,17 @@ def _reindex(args: argparse.Namespace) -> int:
         total = store.count_blocks(namespace=args.namespace, session_id=args.session, kind=None)
         with progress_bar('reindexing entities', total, enabled=wants_progress(args.json)) as advance:
             try:
-                report = asyncio.run(
-                    reindex_entities(
-                        store, namespace=args.namespace, session_id=args.session, extractor=extractor, progress=advance
+                with warnings.catch_warnings():  # a block failing its sha256 is named in the report below, once
+                    warnings.simplefilter('ignore', UserWarning)
+                    report = asyncio.run(
+                        reindex_entities(
+                            store,
+                            namespace=args.namespace,
+                            session_id=args.session,
+                            extractor=extractor,
+                            progress=advance,
+                        )
                     )
-                )
             except NotFoundError as exc:
                 raise CliError(f'{exc} of {uri} (see `mementograph stats`)', code=3) from exc
     data = {'store': uri, 'namespace': args.namespace, 'session_id': args.session, **asdict(report)}
@@ -38,7 +45,10 @@ def _reindex(args: argparse.Namespace) -> int:
         f'entities {report.entities_before} -> {report.entities_after}'
     )
     if report.skipped:
-        text += f'\n{len(report.skipped)} blocks fail their sha256 and kept their edges: ' + ', '.join(report.skipped)
+        text += f'\n{len(report.skipped)} block(s) fail their sha256 check and keep their edges: ' + ', '.join(
+            report.skipped
+        )
+        text += '\n(see `mementograph verify`)'
     emit(args, data, text)
     return 0
 
