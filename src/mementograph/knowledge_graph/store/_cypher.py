@@ -1253,8 +1253,9 @@ def check_scope(
 EMBEDDED_SUBSET: Final = (
     'the embedded store runs a read-only subset of Cypher through grand-cypher: one or more MATCH patterns '
     '(labels, {property: value} maps, -[:TYPE]->, -[:TYPE*1..3]->), WHERE with comparisons, AND/OR/NOT, IN [...], '
-    'STARTS WITH/ENDS WITH/CONTAINS, IS NULL, RETURN [DISTINCT] properties or nodes with AS, count/sum/avg/min/'
-    'max/collect, ORDER BY, SKIP and LIMIT; OPTIONAL MATCH, WITH, UNWIND, CALL, UNION, CASE, arithmetic in RETURN '
+    'STARTS WITH/ENDS WITH/CONTAINS, IS NULL, RETURN properties or nodes with AS (RETURN DISTINCT without AS), '
+    'count/sum/avg/min/max/collect, ORDER BY, SKIP and LIMIT; OPTIONAL MATCH, WITH, UNWIND, CALL, UNION, CASE, '
+    'arithmetic in RETURN '
     'and other functions need the Neo4j backend (--store neo4j://HOST:7687). See docs/cypher.md'
 )
 _NEEDS_NEO4J: Final = frozenset(
