@@ -192,6 +192,11 @@ def test_bad_output_paths_and_time_filters_are_bad_arguments(
     assert main(['recall', 'pkg', '--since', '2027-01-01', '--until', '2020-01-01', *store]) == 2
     assert 'is not before until' in capsys.readouterr().err
     assert main(['recall', 'pkg', '--since', '2020-01-01', '--until', '2099-01-01', *store]) == 0
+    capsys.readouterr()
+    assert main(['plot', '--out', str(tmp_path), *store]) == 2
+    assert 'is a directory' in capsys.readouterr().err
+    assert main(['stats', '--store', demo_run.data['store'] + '?busy_timeout=abc']) == 2
+    assert "busy_timeout='abc' is not a number (from --store)" in capsys.readouterr().err
 
 
 def test_options_are_not_abbreviated(demo_run: DemoRun, capsys: pytest.CaptureFixture[str]) -> None:

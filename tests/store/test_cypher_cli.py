@@ -83,9 +83,16 @@ def test_refusals_reach_the_caller(db: str, unique_namespace: str) -> None:
         _cli(['query', 'UNWIND [1] AS x RETURN x', '--store', db])
 
 
-@pytest.mark.parametrize('bounds', [['--limit', '0'], ['--limit', '-1'], ['--timeout', '0']])
-def test_bounds_that_cannot_hold_are_usage_errors(db: str, bounds: list[str]) -> None:
-    with pytest.raises(CliError, match='--limit must be at least 1 and --timeout positive') as raised:
+@pytest.mark.parametrize(
+    ('bounds', 'message'),
+    [
+        (['--limit', '0'], '--limit must be at least 1, not 0'),
+        (['--limit', '-1'], '--limit must be at least 1, not -1'),
+        (['--timeout', '0'], '--timeout must be a positive number of seconds, not 0'),
+    ],
+)
+def test_bounds_that_cannot_hold_are_usage_errors(db: str, bounds: list[str], message: str) -> None:
+    with pytest.raises(CliError, match=message) as raised:
         _cli(['query', 'MATCH (m:Memento) RETURN m.id', '--store', db, *bounds])
     assert raised.value.code == 2
 

@@ -153,7 +153,10 @@ def store_from(args: argparse.Namespace, *, create: bool | str = False) -> Itera
         )
     if path is not None and isinstance(create, str) and not path.exists():
         print(create.format(path=path), file=sys.stderr, flush=True)
-    store = open_store(resolve_store_uri(uri))
+    try:
+        store = open_store(resolve_store_uri(uri))
+    except ValueError as exc:  # a malformed option value (`?busy_timeout=abc`): a bad argument, as an unknown one is
+        raise CliError(f'{exc} (from {_store_origin(args)})', code=2) from None
     try:
         yield store
     finally:

@@ -31,6 +31,8 @@ def _plot(args: argparse.Namespace) -> int:
     out = Path(args.out) if args.out else Path(f'mementograph-{session}.png')
     if not out.parent.is_dir():
         raise CliError(f'--out {out}: directory {out.parent} does not exist', code=2)
+    if out.is_dir():
+        raise CliError(f'--out {out} is a directory; give a file path (e.g. {out / "session.png"})', code=2)
     save_sawtooth(curve, out)
     path = str(out.resolve())
     data = {**curve.to_json(), 'plot': path}

@@ -91,8 +91,10 @@ def render_table(rows: Sequence[Mapping[str, Any]]) -> str:
 
 
 def _query(args: argparse.Namespace) -> int:
-    if (args.limit is not None and args.limit < 1) or (args.timeout is not None and args.timeout <= 0):
-        raise CliError(f'--limit must be at least 1 and --timeout positive, not {args.limit} / {args.timeout}', code=2)
+    if args.limit is not None and args.limit < 1:
+        raise CliError(f'--limit must be at least 1, not {args.limit}', code=2)
+    if args.timeout is not None and args.timeout <= 0:
+        raise CliError(f'--timeout must be a positive number of seconds, not {args.timeout}', code=2)
     params = dict(parse_param(text) for text in args.param)
     with store_from(args) as store:
         rows = run_query(
