@@ -181,6 +181,24 @@ def test_reindex_names_an_altered_block_once_without_a_python_warning(
     assert f'1 block(s) fail their sha256 check and keep their edges: {altered}' in out and out.count(altered) == 1
 
 
+def test_a_page_holding_an_altered_block_shows_its_other_blocks(
+    demo_run: DemoRun, tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    copy, altered = altered_copy(demo_run, tmp_path)
+    store = open_store(f'sqlite://{copy}')
+    try:
+        page = next(page for page in store.list_pages() if altered in page.block_ids)
+    finally:
+        store.close()
+    others = [block_id for block_id in page.block_ids if block_id != altered]
+    assert others, 'the page should hold more than the altered block'
+
+    assert main(['pages', '--page', page.id, '--max-tokens', '1000000', '--store', f'sqlite://{copy}']) == 0
+    out = capsys.readouterr().out
+    assert f'[block {altered}: not shown, block {altered} of session ' in out and 'fails its integrity check' in out
+    assert all(f'[block {block_id}: messages ' in out for block_id in others)
+
+
 def test_bad_output_paths_and_time_filters_are_bad_arguments(
     demo_run: DemoRun, tmp_path: Path, capsys: pytest.CaptureFixture[str]
 ) -> None:

@@ -25,7 +25,7 @@ from typing import Final
 
 from ..._tokens import TokenCounter
 from .._schema import DEFAULT_NAMESPACE, BlockRecord, MementoRecord, Mention, PageRecord, page_id_for
-from ..store import GraphStore, NotFoundError
+from ..store import BlockIntegrityError, GraphStore, NotFoundError
 
 __all__ = (
     'PagePolicy',
@@ -382,7 +382,8 @@ def page_parts(
     store: GraphStore, record: PageRecord, *, namespace: str, max_tokens: int, counter: TokenCounter
 ) -> list[str]:
     """A page's archived blocks, each read back hash-checked (`recover_block`) and rendered, grouped into parts of
-    at most `max_tokens` (never fewer than 20); at least one part, empty when none of its blocks is left."""
+    at most `max_tokens` (never fewer than 20); at least one part, empty when none of its blocks is left. A block
+    that fails its check is named in its place, never shown: the page's other blocks stay readable."""
     from ..memory import render_block  # pydantic-ai, as the recovered messages themselves
 
     chunks: list[str] = []
@@ -390,6 +391,9 @@ def page_parts(
         try:
             recovered = store.recover_block(block_id, namespace=namespace, session_id=record.session_id)
         except NotFoundError:
+            continue
+        except BlockIntegrityError as exc:
+            chunks.append(f'[block {block_id}: not shown, {exc}]')
             continue
         text = f'[block {block_id}: messages {recovered.record.first_message}-{recovered.record.last_message}]\n'
         chunks.append(text + render_block(recovered.messages))
