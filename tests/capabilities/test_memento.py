@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import logging
 import re
 import warnings
 from collections.abc import AsyncIterable
@@ -205,6 +206,23 @@ async def test_compressor_failure_means_no_eviction(store: GraphStore) -> None:
     assert stub_texts(result.all_messages()) == []
     assert store.list_blocks() == []
     assert store.stats().events == len(result.all_messages())  # the log still has every message
+
+
+async def test_a_lasting_failure_is_warned_about_once_a_run(
+    store: GraphStore, caplog: pytest.LogCaptureFixture
+) -> None:
+    capability = MementoCompaction(store, max_tokens=1_500, compressor=ExplodingCompressor(), micro_min_tokens=10**9)
+    with warnings.catch_warnings(record=True) as caught, caplog.at_level(logging.INFO, logger='mementograph'):
+        warnings.simplefilter('always')
+        await scripted_agent(ScriptedModel(steps=6), [capability]).run('Go.')
+    warned = [str(w.message) for w in caught if w.category is MementoWarning]
+    assert len(warned) == 1 and 'compressor down' in warned[0]
+    skips = [record.levelno for record in caplog.records if 'compressor down' in record.getMessage()]
+    assert len(skips) >= 2 and skips.count(logging.WARNING) == 1  # every later skip is still logged, at INFO
+    with warnings.catch_warnings(record=True) as again:  # a new run warns again
+        warnings.simplefilter('always')
+        await scripted_agent(ScriptedModel(steps=6), [capability]).run('Go.')
+    assert len([w for w in again if w.category is MementoWarning]) == 1
 
 
 async def test_a_tiny_block_between_runs_does_not_stop_compaction(store: GraphStore) -> None:

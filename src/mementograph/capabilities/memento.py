@@ -160,6 +160,9 @@ class _RunState:
     """The run this state belongs to."""
     calls: StoreCalls | None = None
     """The run's store calls, bounded by `store_timeout` (made at first use)."""
+    warned: set[str] = field(default_factory=set[str])
+    """Reasons for a skip already warned about in this run: a failure that lasts is warned about once, then logged at
+    INFO (each skip still emits its event)."""
 
 
 @dataclass
@@ -613,9 +616,11 @@ class MementoCompaction(AbstractCapability[AgentDepsT]):
         return new
 
     async def _skipped(self, ctx: RunContext[AgentDepsT], reason: str, *, error: BaseException | None = None) -> None:
-        if isinstance(error, StoreTimeoutError) and not error.waited:  # the hang was warned about when it began
+        # a hang was warned about when it began, and a lasting failure at its first skip of the run
+        if (isinstance(error, StoreTimeoutError) and not error.waited) or reason in self._state.warned:
             logger.info('mementograph: %s; continuing with the full context', reason)
         else:
+            self._state.warned.add(reason)
             logger.warning('mementograph: %s; continuing with the full context', reason)
             warnings.warn(f'mementograph: {reason}; continuing with the full context', MementoWarning, stacklevel=2)
         try:
