@@ -39,7 +39,8 @@ COMMANDS: Final = (
     Command(
         'transcript',
         '._store_commands',
-        'rebuild a whole session, in order, from its log (compactions marked where they happened)',
+        'rebuild a whole session, in order, from its log (compactions marked where they happened; --json gives the '
+        'messages alone, as pydantic-ai JSON that replay takes, and export --events the log with its compactions)',
     ),
     Command('export', '._store_commands', 'write evicted blocks (and mementos, entities, pages) as JSON lines'),
     Command('replay', '._replay_cmd', 'replay recorded transcripts with and without memento compaction and measure it'),
