@@ -128,8 +128,11 @@ def test_write_is_idempotent(backend: Backend) -> None:
 
 def test_unknown_ids_raise_typed_not_found(backend: Backend) -> None:
     store, ns = backend.store, backend.namespace
-    with pytest.raises(BlockNotFoundError, match='blk_nope'):
+    with pytest.raises(BlockNotFoundError, match='blk_nope') as plain:
         store.recover_block('blk_nope', namespace=ns)
+    assert 'recover_chain' not in str(plain.value)
+    with pytest.raises(BlockNotFoundError, match=r"'mem_nope'.*a memento id; recover_chain\(store, id\) recovers"):
+        store.recover_block('mem_nope', namespace=ns)
     with pytest.raises(MementoNotFoundError):
         store.get_memento('mem_nope', namespace=ns)
     assert store.memento_of('blk_nope', namespace=ns) is None

@@ -10,7 +10,7 @@ from itertools import pairwise
 
 from ..._text import IDEOGRAPH_RUN, IDEOGRAPHS, character_pairs, without_particle
 from .._schema import DEFAULT_NAMESPACE, BlockRecord, Mention, PageRecord, SessionEvent
-from ._errors import BlockIntegrityError, LogConflictError, NotFoundError, PageConflictError
+from ._errors import BlockIntegrityError, BlockNotFoundError, LogConflictError, NotFoundError, PageConflictError
 from ._protocol import GraphStore, RecoveredBlock
 
 __all__ = (
@@ -63,6 +63,16 @@ def check_mention_sources(source_ids: Sequence[str], mentions: Sequence[Mention]
     if stray:
         raise ValueError(f'mentions from {stray[0]!r}, which is not among the sources to replace')
     return sources
+
+
+def block_not_found(block_id: str, namespace: str, session_id: str | None) -> BlockNotFoundError:
+    """The error of a `get_block` that found nothing; a memento's id gets a pointer to what recovers it."""
+    where = f'no evicted block {block_id!r} in namespace {namespace!r}' + (
+        f', session {session_id!r}' if session_id else ''
+    )
+    if block_id.startswith('mem_'):
+        where += ': that is a memento id; recover_chain(store, id) recovers every block under it'
+    return BlockNotFoundError(where)
 
 
 def missing_sources(missing: Sequence[str], namespace: str) -> NotFoundError:

@@ -42,6 +42,7 @@ from .._schema import (
     entity_id_for,
 )
 from ._base import (
+    block_not_found,
     branch_events,
     check_block,
     check_mention_sources,
@@ -63,7 +64,6 @@ from ._cypher import (
     scoped_params,
 )
 from ._errors import (
-    BlockNotFoundError,
     MementoNotFoundError,
     QueryError,
     ReadOnlyViolationError,
@@ -981,10 +981,7 @@ class Neo4jStore:
             session_id=session_id,
         )
         if not rows:
-            raise BlockNotFoundError(
-                f'no evicted block {block_id!r} in namespace {namespace!r}'
-                + (f', session {session_id!r}' if session_id else '')
-            )
+            raise block_not_found(block_id, namespace, session_id)
         return _block(rows[0]['record'])
 
     def recover_block(

@@ -36,6 +36,7 @@ from .._schema import (
     entity_id_for,
 )
 from ._base import (
+    block_not_found,
     branch_events,
     check_block,
     check_mention_sources,
@@ -50,7 +51,6 @@ from ._base import (
     token_pairs,
 )
 from ._errors import (
-    BlockNotFoundError,
     MementoNotFoundError,
     StoreBusyError,
     StoreError,
@@ -1255,8 +1255,7 @@ class SqliteStore:
                 f'SELECT {_BLOCK_COLUMNS} FROM blocks WHERE id = ? AND {where}', [block_id, *params]
             ).fetchone()
         if row is None:
-            raise BlockNotFoundError(f'no evicted block {block_id!r} in namespace {namespace!r}' + (
-                f', session {session_id!r}' if session_id else ''))  # fmt: skip
+            raise block_not_found(block_id, namespace, session_id)
         return _block(row)
 
     def recover_block(
