@@ -84,15 +84,21 @@ def test_reads_index_the_queue_first_with_first_write_wins(tmp_path: Path) -> No
         assert graph.has_edge('blk_00003', 'default:concept:own3')
 
 
+def write_both(incremental: SqliteStore, bulk: SqliteStore, count: int) -> None:
+    """The same evictions into both stores, with reads between them in `incremental` only (small batches), so
+    `bulk` holds them all as a backlog."""
+    for i in range(count):
+        incremental.write_eviction(eviction(i))
+        bulk.write_eviction(eviction(i))
+        if i % 50 == 0:
+            incremental.entities_of('blk_00000')
+    incremental.entities_of('blk_00000')
+
+
 def test_a_large_backlog_rebuilds_the_index_to_the_same_result(tmp_path: Path) -> None:
     count = _REBUILD_QUEUE_ROWS + 5
     with SqliteStore(tmp_path / 'incremental.db') as incremental, SqliteStore(tmp_path / 'bulk.db') as bulk:
-        for i in range(count):
-            incremental.write_eviction(eviction(i))
-            bulk.write_eviction(eviction(i))
-            if i % 50 == 0:
-                incremental.entities_of('blk_00000')  # reads between writes: small batches
-        incremental.entities_of('blk_00000')
+        write_both(incremental, bulk, count)
         assert queued(incremental) == 0 and queued(bulk) == count
         bulk_conn = bulk._conn
         index_sql = "SELECT sql FROM sqlite_master WHERE name = 'mentions_entity'"
@@ -160,11 +166,7 @@ def test_a_rebuild_cut_short_is_finished_by_the_next_read(
     monkeypatch.setattr(_sqlite, '_REBUILD_BATCHES', 1)
     count = _REBUILD_QUEUE_ROWS + 5
     with SqliteStore(tmp_path / 'incremental.db') as incremental, SqliteStore(tmp_path / 'bulk.db') as bulk:
-        for i in range(count):
-            incremental.write_eviction(eviction(i))
-            bulk.write_eviction(eviction(i))
-            if i % 50 == 0:
-                incremental.entities_of('blk_00000')
+        write_both(incremental, bulk, count)
         if cut == 'after the first batch':
             apply = SqliteStore._apply_next_mentions
             calls: list[int] = []
