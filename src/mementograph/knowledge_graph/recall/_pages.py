@@ -329,8 +329,8 @@ def _short_line(line: str) -> str:
 def fit_index(text: str, max_tokens: int, counter: TokenCounter) -> str:
     """The index cut to `max_tokens`: its header, the newest page lines whole, older ones without their summary
     (number, turns and topics), and a note on how many lines did not fit; '' when not even the header and the note
-    fit (a mark of a few hundred tokens: the index would outgrow its share, and the share is what the history
-    compacts below)."""
+    fit (~70 tokens: the capability's 5% share of a mark under ~1,300 tokens), as an index over its share would
+    leave the history less than the mark it compacts to, or none."""
     if not text or counter.count_text(text) <= max_tokens:
         return text
     header, *lines = text.split('\n')
