@@ -286,6 +286,8 @@ def test_a_chinese_conversation_keeps_its_facts() -> None:
     assert result.text.startswith('user: ') and 'RESULT:' not in result.text  # the dialogue path, not its fallback
     assert 'scripts/migrate.py' in result.text
     assert result.tokens <= 0.3 * block.tokens
+    # sentences and clauses of one turn are joined as the turn writes them: no space after a CJK stop or comma
+    assert re.search('[\u3002\uff0c][^ ]', result.text) and not re.search('[\u3002\uff0c] ', result.text), result.text
 
 
 def test_a_speaker_named_in_any_alphabet_labels_its_lines() -> None:

@@ -66,6 +66,8 @@ _SENTENCE_END: Final = re.compile(
 # Clauses a long sentence is cut at (a dash or a semicolon between two statements), and a leading address or
 # interjection ("Yeah, ", "Wow, Caroline, ") that is trimmed: both keep the words verbatim and save tokens.
 _CLAUSE: Final = re.compile(r'\s+[-\u2013\u2014]+\s+|;\s+|(?<=[\uff0c\uff1b\u3001])')
+_FULLWIDTH_END: Final = re.compile(r'[\u3000-\u303f\uff00-\uffef]$')
+"""A CJK or fullwidth punctuation mark (a full stop, comma, enumeration comma, ...) at the end of a text."""
 _LEAD: Final = re.compile(r"^(?:[A-Za-z'\u2019]+(?: [A-Za-z'\u2019]+)?[,!]\s+)+")
 # What a sentence's new words are worth: 1 each, more for a name or number and most for an absolute date (what
 # temporal questions ask for), less in a photo caption (a generic description of an image) or a question.
@@ -493,8 +495,8 @@ def _render(turns: Sequence[_Turn], units: Sequence[_Unit], selected: dict[int, 
         if unit.turn != current:
             current = unit.turn
             lines.append(f'{turns[unit.turn].speaker}: {unit.text}')
-        else:
-            lines[-1] += f' {unit.text}'
+        else:  # after a CJK full stop or comma Chinese and Japanese write no space: the turn's bytes, as kept
+            lines[-1] += ('' if _FULLWIDTH_END.search(lines[-1]) else ' ') + unit.text
     return '\n'.join(lines)
 
 
