@@ -294,3 +294,14 @@ def test_each_command_parses_with_its_own_module_alone() -> None:
         assert _choices(build_parser(command.name)) == siblings
     assert 'recover' in build_parser().format_help()
     assert build_parser('recall').parse_args(['recall', 'x', '--k', '3']).k == 3
+
+
+def test_an_unknown_option_is_reported_with_its_command_s_usage(capsys: pytest.CaptureFixture[str]) -> None:
+    with pytest.raises(SystemExit) as exited:
+        main(['stats', '--bogus'])
+    assert exited.value.code == 2
+    err = capsys.readouterr().err
+    assert (
+        err.startswith('usage: mementograph stats ')
+        and 'mementograph stats: error: unrecognized arguments: --bogus' in err
+    )

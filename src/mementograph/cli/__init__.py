@@ -52,6 +52,14 @@ def _command_of(argv: Sequence[str]) -> str | None:
     return argv[0] if argv and not argv[0].startswith('-') else None
 
 
+def _subcommand_parser(parser: argparse.ArgumentParser, command: str) -> argparse.ArgumentParser:
+    for action in parser._actions:
+        if isinstance(action, argparse._SubParsersAction) and command in action.choices:
+            found: argparse.ArgumentParser = action.choices[command]
+            return found
+    return parser
+
+
 def main(argv: Sequence[str] | None = None) -> int:
     """Run the command line; user errors print one line and return a non-zero exit code."""
     # The first-run banner of pydantic-ai would interleave with our output (replay, demo progress, JSON on stdout);
@@ -61,7 +69,10 @@ def main(argv: Sequence[str] | None = None) -> int:
     # print that line beside ours, which already says what failed.
     logging.getLogger('neo4j').addHandler(logging.NullHandler())
     argv = sys.argv[1:] if argv is None else argv
-    args = build_parser(_command_of(argv)).parse_args(argv)
+    parser = build_parser(_command_of(argv))
+    args, extras = parser.parse_known_args(argv)
+    if extras:  # argparse would print the top level's usage; the subcommand's says what it does take
+        _subcommand_parser(parser, args.command).error(f'unrecognized arguments: {" ".join(extras)}')
     try:
         code: int = args.func(args)
     except CliError as exc:
