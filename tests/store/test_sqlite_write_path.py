@@ -11,6 +11,8 @@ import sqlite3
 import subprocess
 import sys
 import time
+from collections.abc import Iterator
+from contextlib import contextmanager
 from dataclasses import replace
 from pathlib import Path
 
@@ -155,6 +157,36 @@ def test_a_rebuild_lets_another_writer_in_between_its_transactions(
             [f'blk_{count:05d}', f'blk_{count - 1:05d}'],
         )
         assert entity_index_used(bulk._conn)
+
+
+def test_a_rebuild_another_connection_finished_first_is_not_done_again(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """Two processes read a bulk backlog at once: both decide to rebuild, one finishes first; the other keeps that
+    index instead of dropping it and sorting again."""
+    count = _REBUILD_QUEUE_ROWS + 5
+    path = tmp_path / 'bulk.db'
+    with SqliteStore(path) as first, SqliteStore(path) as second:
+        for i in range(count):
+            first.write_eviction(eviction(i))
+        read = second._read
+
+        @contextmanager
+        def decided_then_overtaken() -> Iterator[sqlite3.Connection]:
+            with read() as conn:
+                yield conn
+            monkeypatch.setattr(second, '_read', read)  # once: the read that decided to rebuild
+            first.entities_of('blk_00000')  # the other process rebuilds, all of it, before this one writes
+
+        monkeypatch.setattr(second, '_read', decided_then_overtaken)
+        statements: list[str] = []
+        second._conn.set_trace_callback(statements.append)
+
+        lookup = second.entity_postings(['concept:common'], limit=1, count_limit=-1)
+
+        assert not [s for s in statements if s.startswith(('DROP INDEX', 'CREATE INDEX'))]  # no second sort
+        assert (lookup.entities[0].blocks, lookup.entities[0].postings[0].block_id) == (count, f'blk_{count - 1:05d}')
+        assert queued(second) == 0 and entity_index_used(second._conn)
 
 
 @pytest.mark.parametrize('cut', ['after the first batch', 'before the index is built'])

@@ -1517,8 +1517,12 @@ class SqliteStore:
         while True:
             with self._write() as conn:
                 if drop:
-                    conn.execute('DROP INDEX IF EXISTS mentions_entity')
                     drop = False
+                    if self._mentions_mark(conn) != mark and conn.execute(_MENTIONS_ENTITY_INDEX_EXISTS).fetchone():
+                        # another connection indexed meanwhile, and its index stands: no second sort, batch by batch
+                        rebuild, batches = False, 1
+                    else:
+                        conn.execute('DROP INDEX IF EXISTS mentions_entity')
                 for _ in range(batches):
                     applied = self._apply_next_mentions(conn)
                     if applied < _QUEUE_BATCH:  # a batch short of full took everything pending
