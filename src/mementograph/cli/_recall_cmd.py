@@ -141,10 +141,9 @@ def _pages(args: argparse.Namespace) -> int:
         raise CliError(f'--part must be at least 1 and --max-tokens at least 20, not {args.part} / {args.max_tokens}',
                        code=2)  # fmt: skip
     with store_from(args) as store:
+        require_session(store, args.namespace, args.session)
         session = args.session or _latest_session(store, args.namespace)
         pages = store.list_pages(namespace=args.namespace, session_id=session)
-        if not pages and all(known.id != session for known in store.list_sessions(namespace=args.namespace)):
-            raise CliError(f'no session {session!r} in namespace {args.namespace!r} (see `mementograph stats`)', code=3)
         if args.page is not None:
             _print_page(args, store, pages, session)
             return 0

@@ -15,10 +15,11 @@ Methods (each a ranking of blocks):
   names, numbers and paths; vectors catch paraphrase ("destress" -> "pottery ... like therapy").
 
 All of it is Python over three protocol reads (`entity_postings`, `block_info`, which also answers `entities_of`
-and `memento_of` for many blocks at once, and `mention_keys`, the entity keys alone) plus `search_text`, so the `graph` ranking is identical on every backend
-by construction; `bm25` (and so `fused`) can differ only as far as the backends' full-text scoring does. Latency
-is round trips on Neo4j and rows read on SQLite: a `fused` recall makes ~9 reads, each bounded (postings and
-frequencies capped, full text over the rarer words), so it grows little with the store.
+and `memento_of` for many blocks at once, and `mention_keys`, the entity keys alone) plus `search_text`, so the
+`graph` ranking is identical on every backend by construction; `bm25` (and so `fused`) can differ only as far as
+the backends' full-text scoring does. Latency is round trips on Neo4j and rows read on SQLite: a `fused` recall
+makes ~9 reads, each bounded (postings and frequencies capped, full text over the rarer words), so it grows little
+with the store.
 """
 
 from __future__ import annotations

@@ -2037,8 +2037,8 @@ class SqliteStore:
         where, params = _scope_sql(namespace, session_id, '+')  # blocks by id, never by the scope index
         found: dict[str, list[tuple[str, int]]] = {}
         with self._read() as conn:
-            for start in range(0, len(ids), 500):
-                chunk = ids[start : start + 500]
+            for start in range(0, len(ids), _ID_BATCH):
+                chunk = ids[start : start + _ID_BATCH]
                 rows = _json_rows(
                     conn,
                     'SELECT m.source_id AS source_id, m.entity_id AS entity_id, m.count AS count FROM mentions m '
