@@ -21,7 +21,7 @@ import pytest
 from mementograph.knowledge_graph import BlockRecord, EntityRecord, Eviction, MementoRecord, Mention, PageRecord
 from mementograph.knowledge_graph.store import PageConflictError, SqliteStore, StoreUnavailableError, _sqlite
 from mementograph.knowledge_graph.store._sqlite import _REBUILD_QUEUE_ROWS
-from tests.builders import session_history
+from tests.builders import session_history, user
 
 REPO = Path(__file__).resolve().parents[2]
 BASE = BlockRecord.from_messages(session_history(1), session_id='s', seq=0, tokens=10)
@@ -425,3 +425,18 @@ def test_a_page_grows_from_the_members_it_holds(tmp_path: Path) -> None:
         store._conn.execute("INSERT INTO page_blocks VALUES ('pg_1', 'blk_9', 1)")
         assert store.list_pages()[0].block_ids == ('blk_9', 'blk_2', 'blk_0')
         assert store.delete_session('s') == 3 + 1 + 3 + 1  # blocks, the page, its members (CONTAINS), the session
+
+
+def test_the_wal_is_cut_back_after_a_large_transaction(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    """SQLite keeps a WAL file at the size of the largest transaction it held until the last connection closes;
+    a long-running agent would hold that disk space for good. Once checkpointed, it goes back to the limit."""
+    monkeypatch.setattr(_sqlite, '_WAL_SIZE_LIMIT', 1024 * 1024)
+    wal = tmp_path / 'wal.db-wal'
+    large = BlockRecord.from_messages([user(os.urandom(2_000_000).hex())], session_id='s', seq=0, tokens=10)
+    with SqliteStore(tmp_path / 'wal.db') as store:
+        store.write_eviction(Eviction(session_id='s', blocks=(large,)))
+        assert wal.stat().st_size > 4_000_000  # the 4 MB block went through the WAL whole
+        for i in range(1, 4):  # the next commits find it checkpointed and start it over, cut back
+            store.write_eviction(eviction(i))
+        assert wal.stat().st_size <= 1024 * 1024
+        assert store.recover_block(large.id).record.messages_json == large.messages_json

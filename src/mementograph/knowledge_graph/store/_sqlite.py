@@ -72,6 +72,11 @@ block ids in `blocks_scope`), format 7 files (Chinese and Japanese text indexed 
 (no `pairs` column in the full-text index) are migrated in place at open."""
 DEFAULT_BUSY_TIMEOUT: Final = 5.0
 
+_WAL_SIZE_LIMIT: Final = 64 * 1024 * 1024
+"""Bytes the WAL file is cut back to once it is checkpointed and starts over. A large transaction (the entity
+index's sort: about 1 GB at 100k blocks) grows the WAL to its size, and SQLite would otherwise keep that disk
+space until the last connection closes; steady evictions checkpoint every ~4 MB and never reach the limit."""
+
 _MENTIONS_ENTITY_INDEX: Final = (
     'CREATE INDEX IF NOT EXISTS mentions_entity ON mentions (entity_id, count DESC, source_id)'
 )
@@ -828,6 +833,7 @@ class SqliteStore:
                 conn.execute('PRAGMA synchronous = NORMAL')
                 conn.execute('PRAGMA cache_size = -65536')  # 64 MiB: index pages stay hot at 100k blocks
                 conn.execute('PRAGMA secure_delete = ON')  # deleted rows are zeroed, not left readable in the file
+                conn.execute(f'PRAGMA journal_size_limit = {_WAL_SIZE_LIMIT}')
                 self._init_schema(conn)
                 return
             except sqlite3.OperationalError as exc:
