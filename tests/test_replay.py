@@ -140,22 +140,34 @@ async def test_replay_does_not_touch_the_transcript(chat_file: Path) -> None:
     assert [r.usage.input_tokens for r in replies] == second.tokens
 
 
-def test_summary_pools_shares() -> None:
-    def report(facts: int, in_context: int, blocks: int) -> ReplayReport:
-        return ReplayReport(
-            source='x', session_id='x', budget=100, messages=10, requests=5, peak_tokens_baseline=200, peak_tokens=100,
-            mean_tokens_baseline=150, mean_tokens=80, max_message_tokens=50, blocks_evicted=blocks,
-            blocks_recovered_exact=blocks, parts_stubbed=0, parts_recovered_exact=0, retention_blocks=blocks,
-            retention_sum=float(blocks), facts_total=facts, facts_in_context_count=in_context,
-            facts_available_count=facts, mementos=blocks, mementos_verified=blocks, stable_transitions=3,
-            transitions=4, log_matches_history=True,
-        )  # fmt: skip
+def report(
+    facts: int = 10, in_context: int = 5, blocks: int = 1, *, budget: int = 100, peak: int = 100, largest: int = 50
+) -> ReplayReport:
+    return ReplayReport(
+        source='x', session_id='x', budget=budget, messages=10, requests=5, peak_tokens_baseline=200,
+        peak_tokens=peak, mean_tokens_baseline=150, mean_tokens=80, max_message_tokens=largest, blocks_evicted=blocks,
+        blocks_recovered_exact=blocks, parts_stubbed=0, parts_recovered_exact=0, retention_blocks=blocks,
+        retention_sum=float(blocks), facts_total=facts, facts_in_context_count=in_context,
+        facts_available_count=facts, mementos=blocks, mementos_verified=blocks, stable_transitions=3,
+        transitions=4, log_matches_history=True,
+    )  # fmt: skip
 
+
+def test_summary_pools_shares() -> None:
     total = summarize_reports([report(10, 5, 1), report(30, 30, 3)])
     assert total['facts_in_context'] == round(35 / 40, 4)
     assert total['reduction'] == 0.5 and total['peak_tokens'] == 100
     assert total['blocks_evicted'] == total['blocks_recovered_exact'] == 4
     assert total['cache_prefix_stability'] == 0.75
+
+
+def test_within_budget_allows_only_a_message_that_alone_is_over_the_mark() -> None:
+    assert report(peak=110).within_budget and not report(peak=111).within_budget
+    # a 500-token message alone over a 100-token mark: the context may hold it, not much more
+    assert report(peak=550, largest=500).within_budget
+    assert not report(peak=551, largest=500).within_budget
+    # a mark below every message (replay --budget 10) is not met by a context of many of them
+    assert not report(budget=10, peak=2_000, largest=300).within_budget
 
 
 # -------------------------------------------------------------------------------------------- the command

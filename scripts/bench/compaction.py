@@ -299,7 +299,7 @@ def _row(
         peak_baseline=baseline.peak_tokens,
         mean=trace.mean_tokens,
         max_message_tokens=max_message,
-        within_budget=trace.peak_tokens <= budget * 1.1 or max_message > budget,
+        within_budget=trace.peak_tokens <= max(budget, max_message) * 1.1,
         facts=len(facts),
         facts_in_context=in_context,
         facts_available=in_context,

@@ -554,8 +554,9 @@ class ReplayReport:
 
     @property
     def within_budget(self) -> bool:
-        """Peak within 10% of the budget, or a single message alone exceeds the budget."""
-        return self.peak_tokens <= self.budget * 1.1 or self.max_message_tokens > self.budget
+        """Peak within 10% of the budget, or of the largest single message when that alone is over the budget (no
+        compaction can take a message the model needs below its own size, but the rest must still go)."""
+        return self.peak_tokens <= max(self.budget, self.max_message_tokens) * 1.1
 
     def to_dict(self) -> dict[str, Any]:
         """The contract fields first (the `replay --json` contract), then the counts behind them."""
