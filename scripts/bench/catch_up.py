@@ -11,7 +11,8 @@ mentions) and times the first entity lookup, which rebuilds the by-entity index 
 copy of that file, one thread runs that first read while another connection evicts in a loop (each write waits up
 to ten minutes for the lock): the figures are the catch-up's seconds and the longest wait of one eviction
 meanwhile. A wait past SQLite's default 5 s busy timeout is a compaction that failed. `--no-writer` times the
-catch-up alone. The backlog file is kept in the temporary directory's `catch-up-N.db` (`catch-up-entities-N.db`)
+catch-up alone. The WAL file's size is sampled throughout: its peak, its size when the read returns, and its size
+after 200 more evictions (by then checkpointed and started over, so cut back to the store's limit). The backlog file is kept in the temporary directory's `catch-up-N.db` (`catch-up-entities-N.db`)
 between runs.
 """
 
@@ -56,6 +57,15 @@ def main() -> None:
         writer = open_store(f'sqlite://{work}?busy_timeout=600')
         done = threading.Event()
         took: list[float] = []
+        wal = Path(f'{work}-wal')
+        wal_peak = [0]
+
+        def sample_wal() -> None:
+            while not done.wait(0.2):
+                wal_peak[0] = max(wal_peak[0], wal_size(wal))
+
+        sampler = threading.Thread(target=sample_wal)
+        sampler.start()
 
         def first_read() -> None:
             started = time.perf_counter()
@@ -74,6 +84,11 @@ def main() -> None:
             writer.write_eviction(extra[len(waits) % len(extra)])  # a repeat is idempotent but still takes the lock
             waits.append(time.perf_counter() - started)
         thread.join()
+        sampler.join()
+        wal_at_read = wal_size(wal)
+        for eviction in extra[:200]:
+            writer.write_eviction(eviction)
+        wal_after = wal_size(wal)
         searcher.close()
         writer.close()
     print(f'blocks {args.blocks}, {args.index} index: catch-up {took[0]:.2f} s', end='')
@@ -83,7 +98,18 @@ def main() -> None:
             f'median {statistics.median(waits) * 1000:.1f} ms',
             end='',
         )
-    print()
+    mb = 1024 * 1024
+    print(
+        f'; WAL peak {max(wal_peak[0], wal_at_read) / mb:,.0f} MiB, {wal_at_read / mb:,.0f} MiB when the read '
+        f'returned, {wal_after / mb:,.0f} MiB after 200 more evictions'
+    )
+
+
+def wal_size(wal: Path) -> int:
+    try:
+        return wal.stat().st_size
+    except FileNotFoundError:
+        return 0
 
 
 if __name__ == '__main__':
