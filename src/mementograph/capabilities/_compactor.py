@@ -224,7 +224,6 @@ class SessionCompactor:
     _bound_rest: int = field(default=0, init=False, repr=False)
     """An upper bound of the tokens of `_seen[_exact_upto:]`: their UTF-8 bytes (a BPE token is at least a byte)."""
     _seen_position: int = field(default=0, init=False, repr=False)
-    _seen_ids: list[int] = field(default_factory=list[int], init=False, repr=False)
     _writer: SessionLogWriter | None = field(default=None, init=False, repr=False)
     _warned_conflict: bool = field(default=False, init=False, repr=False)
     _redactor: MessageRedactor | None = field(default=None, init=False, repr=False)
@@ -243,9 +242,9 @@ class SessionCompactor:
         plus the new messages, not a re-read of every message.
         """
         known = len(self._seen)
-        # `_seen` keeps the messages alive, so an equal id is the same object
-        ids = list(map(id, messages))
-        if known > len(messages) or ids[:known] != self._seen_ids:
+        # list equality tries identity first: ~5 us for a 1,000-message prefix, where comparing ids took ~90; a
+        # message replaced by an equal one lays out the same
+        if known > len(messages) or list(messages[:known]) != self._seen:
             self._forget_view()
             known = 0
         if known < len(messages):
@@ -253,12 +252,12 @@ class SessionCompactor:
                 messages, start=known, slots=self._seen_slots, position=self._seen_position or self.log_base(messages)
             )
             self._bound_rest += sum(len(message_text(m).encode()) + MESSAGE_OVERHEAD_TOKENS for m in messages[known:])
-            self._seen, self._seen_ids = list(messages), ids
+            self._seen = list(messages)
         return self._seen_slots
 
     def _forget_view(self) -> None:
         """Drop `view`'s cache: the next call lays the history out anew (from `log_base`)."""
-        self._seen, self._seen_slots, self._seen_ids, self._seen_position = [], [], [], 0
+        self._seen, self._seen_slots, self._seen_position = [], [], 0
         self._seen_tokens = self._exact_upto = self._bound_rest = 0
 
     def log_base(self, messages: Sequence[ModelMessage]) -> int:
