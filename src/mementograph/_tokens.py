@@ -11,9 +11,18 @@ from typing import TYPE_CHECKING, Final
 if TYPE_CHECKING:
     from pydantic_ai.messages import ModelMessage
 
-__all__ = ('DEFAULT_ENCODING', 'ESTIMATE', 'TokenCounter', 'TokenizerUnavailableError', 'encoding_for_model')
+__all__ = (
+    'DEFAULT_ENCODING',
+    'ENCODING_ENV',
+    'ESTIMATE',
+    'TokenCounter',
+    'TokenizerUnavailableError',
+    'check_encoding',
+    'encoding_for_model',
+)
 
 DEFAULT_ENCODING: Final = 'o200k_base'
+ENCODING_ENV: Final = 'MEMENTOGRAPH_ENCODING'
 ESTIMATE: Final = 'estimate'
 """Encoding name that selects the documented estimator (4 characters a token) instead of tiktoken."""
 
@@ -40,7 +49,7 @@ def encoding_for_model(model_name: str | None) -> str:
 
     Non-OpenAI models have no public tiktoken encoding; `o200k_base` is a close, documented stand-in.
     """
-    chosen = os.environ.get('MEMENTOGRAPH_ENCODING')
+    chosen = os.environ.get(ENCODING_ENV)
     if chosen:
         return chosen
     if model_name:
@@ -59,10 +68,7 @@ def _load_tiktoken(encoding: str) -> Callable[[str], int]:
     try:
         enc = tiktoken.get_encoding(encoding)
     except ValueError as exc:
-        known = ', '.join(tiktoken.list_encoding_names())
-        raise TokenizerUnavailableError(
-            f'unknown tiktoken encoding {encoding!r}: use one of {known}, or estimate (the character estimator)'
-        ) from exc
+        raise TokenizerUnavailableError(_unknown_encoding(encoding)) from exc
     except Exception as exc:
         cache = os.environ.get('TIKTOKEN_CACHE_DIR') or os.environ.get('DATA_GYM_CACHE_DIR')
         where = f'TIKTOKEN_CACHE_DIR={cache!r} does not hold it' if cache else 'TIKTOKEN_CACHE_DIR is not set'
@@ -77,6 +83,22 @@ def _load_tiktoken(encoding: str) -> Callable[[str], int]:
         return len(enc.encode(text, disallowed_special=()))
 
     return count
+
+
+def check_encoding(encoding: str) -> None:
+    """Raise `ValueError` for a name that is neither `'estimate'` nor a tiktoken encoding, loading no BPE file: a
+    capability refuses a misspelt encoding when it is made, instead of failing at every request of every run."""
+    import tiktoken
+
+    if encoding != ESTIMATE and encoding not in tiktoken.list_encoding_names():
+        raise ValueError(_unknown_encoding(encoding))
+
+
+def _unknown_encoding(encoding: str) -> str:
+    import tiktoken
+
+    known = ', '.join(tiktoken.list_encoding_names())
+    return f'unknown tiktoken encoding {encoding!r}: use one of {known}, or estimate (the character estimator)'
 
 
 def _estimate(text: str) -> int:
@@ -97,7 +119,7 @@ class TokenCounter:
         ```
     """
 
-    encoding: str = field(default_factory=lambda: os.environ.get('MEMENTOGRAPH_ENCODING', DEFAULT_ENCODING))
+    encoding: str = field(default_factory=lambda: os.environ.get(ENCODING_ENV, DEFAULT_ENCODING))
     """tiktoken encoding name, or `'estimate'` for the 4-characters-a-token estimator (never chosen silently)."""
 
     _count: Callable[[str], int] = field(init=False, repr=False, compare=False)

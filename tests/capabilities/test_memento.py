@@ -8,6 +8,7 @@ import warnings
 from collections.abc import AsyncIterable
 from datetime import UTC, datetime, timedelta, timezone
 from pathlib import Path
+from typing import Any
 
 import pytest
 from pydantic_ai import Agent
@@ -380,6 +381,44 @@ def test_create_agent_has_memento_on_by_default(store: GraphStore) -> None:
 
     with pytest.raises(TypeError, match=r'compressor must have an `async def compress\(...\)` method \(SyncCompressor'):
         MementoCompaction(store, compressor=SyncCompressor())  # type: ignore[arg-type]
+
+
+@pytest.mark.parametrize(
+    ('setting', 'message'),
+    [
+        ({'encoding': 'o200k'}, "unknown tiktoken encoding 'o200k': use one of .*o200k_base"),
+        ({'context_window': -1}, '^context_window must be a positive number of tokens, not -1'),
+        ({'fallback_context_window': 0}, '^fallback_context_window must be a positive'),
+        ({'max_tokens': '5000'}, "^max_tokens must be a positive number of tokens, not '5000'"),
+        ({'keep_recent_messages': -1}, '^keep_recent_messages must be a whole number, 0 or more'),
+        ({'min_saving_tokens': -1}, '^min_saving_tokens must be'),
+        ({'micro_min_tokens': 2.5}, '^micro_min_tokens must be'),
+        ({'hard_limit_fraction': 2}, r'^hard_limit_fraction must be in \(0, 1\]'),
+        ({'session_id': 123}, '^session_id must be a non-empty str, not 123'),
+        ({'session_id': ' '}, '^session_id must be a non-empty str'),
+        ({'namespace': ''}, '^namespace must be a non-empty str'),
+        ({'store': 123}, '^store must be a GraphStore, a store URI or None, not int'),
+    ],
+)
+def test_a_setting_that_would_switch_compaction_off_is_refused_when_made(
+    setting: dict[str, object], message: str
+) -> None:
+    """Each of these used to be accepted, then failed every request of every run with a warning only."""
+    settings: dict[str, Any] = {'store': 'memory://', **setting}
+    with pytest.raises((ValueError, TypeError), match=message):
+        MementoCompaction(**settings)
+
+
+def test_a_misspelt_environment_setting_is_refused_when_made(monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.setenv('MEMENTOGRAPH_STORE', 'postgres://db')
+    with pytest.raises(ValueError, match=r"unknown store URI 'postgres://db'.*\(from \$MEMENTOGRAPH_STORE\)"):
+        create_agent('test')
+    assert create_agent('test', store='memory://') is not None  # an explicit store does not read it
+    monkeypatch.setenv('MEMENTOGRAPH_STORE', '')  # empty: unset, as for any other variable
+    monkeypatch.setenv('MEMENTOGRAPH_ENCODING', 'o200k')
+    with pytest.raises(ValueError, match=r"unknown tiktoken encoding 'o200k'.*\(from \$MEMENTOGRAPH_ENCODING\)"):
+        MementoCompaction('memory://')
+    assert MementoCompaction('memory://', encoding='estimate').encoding == 'estimate'  # the explicit one wins
 
 
 def test_loads_from_an_agent_spec(tmp_path: Path) -> None:

@@ -16,7 +16,9 @@ from mementograph.knowledge_graph.store import (
     StoreBusyError,
     StoreUnavailableError,
     UnknownStoreSchemeError,
+    default_store_uri,
     open_store,
+    resolve_store_uri,
 )
 from tests.builders import session_history
 from tests.store.test_contract import make_eviction
@@ -185,6 +187,17 @@ def test_unknown_scheme_lists_valid_ones() -> None:
         assert scheme in message
     with pytest.raises(UnknownStoreSchemeError):
         open_store('just-a-path.db')
+
+
+def test_an_empty_or_non_string_uri_is_refused_not_taken_for_the_default(monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.setenv('MEMENTOGRAPH_STORE', 'memory://')  # what `None` would open; '' must not
+    for empty in ('', '  '):
+        with pytest.raises(UnknownStoreSchemeError, match=r'^empty store URI: use one of sqlite://, memory://'):
+            open_store(empty)
+    with pytest.raises(TypeError, match=r'^a store URI is a str such as .*, not int$'):
+        open_store(123)  # type: ignore[arg-type]
+    monkeypatch.setenv('MEMENTOGRAPH_STORE', '')  # an empty variable is unset, as for any other
+    assert resolve_store_uri(None) == default_store_uri()
 
 
 def test_relative_and_home_paths(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:

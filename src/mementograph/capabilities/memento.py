@@ -25,6 +25,7 @@ import contextlib
 import copy
 import inspect
 import logging
+import os
 import threading
 import warnings
 from collections.abc import Awaitable, Callable
@@ -44,7 +45,7 @@ from pydantic_ai.toolsets import AbstractToolset
 from .._daemon import start_in_daemon_thread
 from .._redact import Redactor, redact_secrets
 from .._threads import StoreCalls, in_thread
-from .._tokens import TokenCounter, encoding_for_model
+from .._tokens import ENCODING_ENV, TokenCounter, check_encoding, encoding_for_model
 from ..knowledge_graph import DEFAULT_NAMESPACE
 from ..knowledge_graph.dense import ONNX_SCHEME, BackgroundSync, DenseIndex, embedding_model, existing_model_path
 from ..knowledge_graph.entities import MentionExtractor, default_mention_extractor
@@ -58,7 +59,7 @@ from ..knowledge_graph.memory import (
     time_zone,
 )
 from ..knowledge_graph.recall import page_index_text
-from ..knowledge_graph.store import GraphStore, StoreTimeoutError, check_store_uri, open_store
+from ..knowledge_graph.store import STORE_ENV, GraphStore, StoreTimeoutError, check_store_uri, open_store
 from ._compactor import CompactionPolicy, CompactionReport, SessionCompactor, Trigger
 from ._events import MementoEvictedEvent, MementoSkippedEvent, MementoWarning
 from ._toolset import MementoToolset
@@ -103,6 +104,10 @@ def _check_embedding_name(spec: str) -> None:
         existing_model_path(spec[len(ONNX_SCHEME) :])  # the model itself is read at the first embedding
     else:
         embedding_model(spec)
+
+
+def _is_whole(value: object) -> bool:
+    return isinstance(value, int) and not isinstance(value, bool)
 
 
 def _open(store: GraphStore | str | None) -> GraphStore:
@@ -313,8 +318,19 @@ class MementoCompaction(AbstractCapability[AgentDepsT]):
     def __post_init__(self) -> None:
         if self.max_tokens is not None and self.max_fraction is not None:
             raise ValueError('set max_tokens or max_fraction, not both')
-        if self.max_tokens is not None and self.max_tokens <= 0:
-            raise ValueError('max_tokens must be positive')
+        for name in ('max_tokens', 'context_window', 'fallback_context_window'):
+            value = getattr(self, name)
+            if value is not None and (not _is_whole(value) or value <= 0):
+                raise ValueError(f'{name} must be a positive number of tokens, not {value!r}')
+        for name in ('min_saving_tokens', 'micro_min_tokens', 'keep_recent_messages'):
+            if not _is_whole(value := getattr(self, name)) or value < 0:
+                raise ValueError(f'{name} must be a whole number, 0 or more, not {value!r}')
+        if not 0 < self.hard_limit_fraction <= 1:
+            raise ValueError(f'hard_limit_fraction must be in (0, 1], not {self.hard_limit_fraction!r}')
+        for name in ('session_id', 'namespace'):
+            value = getattr(self, name)
+            if value is not None and (not isinstance(value, str) or not value.strip()):
+                raise ValueError(f'{name} must be a non-empty str, not {value!r}')
         if self.max_fraction is not None and not 0 < self.max_fraction <= 1:
             raise ValueError('max_fraction must be in (0, 1]')
         if not 0 <= self.low_water < 1:
@@ -329,6 +345,20 @@ class MementoCompaction(AbstractCapability[AgentDepsT]):
             raise ValueError('redact must be a function taking and returning a str')
         if isinstance(self.store, str):  # misspelt, it would only warn at every request and archive nothing
             check_store_uri(self.store)
+        elif self.store is None and self.retention != 'none' and os.environ.get(STORE_ENV):
+            try:
+                check_store_uri(os.environ[STORE_ENV])
+            except ValueError as exc:
+                raise type(exc)(f'{exc} (from ${STORE_ENV})') from None
+        elif self.store is not None and not isinstance(self.store, GraphStore):
+            raise TypeError(f'store must be a GraphStore, a store URI or None, not {type(self.store).__name__}')
+        if self.encoding is not None:  # likewise: a typo would fail every request with TokenizerUnavailableError
+            check_encoding(self.encoding)
+        elif os.environ.get(ENCODING_ENV):
+            try:
+                check_encoding(os.environ[ENCODING_ENV])
+            except ValueError as exc:
+                raise ValueError(f'{exc} (from ${ENCODING_ENV})') from None
         if isinstance(self.embedding, str):  # likewise a name that can never give a model (recall would stay lexical)
             _check_embedding_name(self.embedding)
         for role, value, method in (('compressor', self.compressor, 'compress'), ('judge', self.judge, 'judge')):
@@ -357,7 +387,7 @@ class MementoCompaction(AbstractCapability[AgentDepsT]):
 
     @classmethod
     def from_spec(cls, *args: Any, **kwargs: Any) -> MementoCompaction[Any]:
-        """Build from an agent spec: `{MementoCompaction: {store: 'sqlite:///m.db', max_tokens: 60000}}`.
+        """Build from an agent spec: `{MementoCompaction: {store: 'sqlite://memory.db', max_tokens: 60000}}`.
 
         A spec names settings by value: `retention: run`, and `redact: secrets` for `redact_secrets` (a spec
         cannot hold a function; pass other hooks in code).

@@ -29,6 +29,8 @@ NEO4J_SCHEMES: Final = ('neo4j', 'neo4j+s', 'neo4j+ssc', 'bolt', 'bolt+s', 'bolt
 SUPPORTED_SCHEMES: Final = ('sqlite', 'memory', *NEO4J_SCHEMES)
 SQLITE_URI_OPTIONS: Final = frozenset({'busy_timeout'})
 NEO4J_URI_OPTIONS: Final = frozenset({'database', 'retry_time', 'query_limit', 'query_timeout'})
+_SCHEMES_TEXT: Final = ', '.join(f'{scheme}://' for scheme in SUPPORTED_SCHEMES)
+_EXAMPLES: Final = 'sqlite:///home/me/memory.db, memory://, neo4j://localhost:7687'
 
 
 def default_store_uri() -> str:
@@ -37,8 +39,18 @@ def default_store_uri() -> str:
 
 
 def resolve_store_uri(uri: str | None = None) -> str:
-    """The URI `open_store(uri)` would open."""
-    return uri or os.environ.get(STORE_ENV) or default_store_uri()
+    """The URI `open_store(uri)` would open. An empty `MEMENTOGRAPH_STORE` counts as unset; an empty or non-string
+    argument is refused (it would otherwise open the default store in silence)."""
+    if uri is None:
+        return os.environ.get(STORE_ENV) or default_store_uri()
+    if not isinstance(uri, str):
+        raise TypeError(f'a store URI is a str such as {_EXAMPLES}, not {type(uri).__name__}')
+    if not uri.strip():
+        raise UnknownStoreSchemeError(
+            f'empty store URI: use one of {_SCHEMES_TEXT} (e.g. {_EXAMPLES}), or none at all for ${STORE_ENV} or '
+            'the embedded default'
+        )
+    return uri
 
 
 def _float_option(options: dict[str, list[str]], name: str, default: float) -> float:
@@ -56,10 +68,7 @@ def _split(uri: str) -> tuple[str, str]:
     scheme, sep, rest = uri.partition('://')
     scheme = scheme.lower()
     if not sep or scheme not in SUPPORTED_SCHEMES:
-        raise UnknownStoreSchemeError(
-            f'unknown store URI {uri!r}: use one of ' + ', '.join(f'{s}://' for s in SUPPORTED_SCHEMES)
-            + ' (e.g. sqlite:///home/me/memory.db, memory://, neo4j://localhost:7687)'
-        )  # fmt: skip
+        raise UnknownStoreSchemeError(f'unknown store URI {uri!r}: use one of {_SCHEMES_TEXT} (e.g. {_EXAMPLES})')
     if scheme == 'sqlite' and not rest.partition('?')[0]:
         raise UnknownStoreSchemeError(f'store URI {uri!r} names no file: use sqlite:///path/to/memory.db')
     known = NEO4J_URI_OPTIONS if scheme in NEO4J_SCHEMES else SQLITE_URI_OPTIONS
