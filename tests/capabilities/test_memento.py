@@ -28,7 +28,9 @@ from mementograph import MementoCompaction, MementoWarning, create_agent, open_s
 from mementograph._messages import deserialize_messages, message_text, serialize_messages
 from mementograph._tokens import TokenCounter
 from mementograph.capabilities._layout import layout, stub_info
+from mementograph.capabilities._toolset import paginate
 from mementograph.knowledge_graph.memory import BlockInput, render_block
+from mementograph.knowledge_graph.recall import EMPTY_QUERY
 from mementograph.knowledge_graph.store import GraphStore, verify_store
 from tests.scripted import ScriptedModel, is_original, scripted_agent, stub_texts
 
@@ -189,6 +191,31 @@ async def test_memory_tools_answer_instead_of_raising_when_the_store_fails(tmp_p
     for tool in ('recover_block', 'recall', 'retrieve_page'):
         assert replies[tool].startswith(f'{tool} failed: the memory store is unavailable (StoreUnavailableError')
         assert any(f'mementograph: {tool} failed' in str(w.message) for w in caught if w.category is MementoWarning)
+
+
+async def test_memory_tools_say_what_was_wrong_with_a_call(store: GraphStore) -> None:
+    calls = [
+        ToolCallPart('recall', {'query': '   '}, tool_call_id='t1'),
+        ToolCallPart('retrieve_page', {'page_id': '7'}, tool_call_id='t2'),
+    ]
+    model = ScriptedModel(steps=2, extra_calls=calls)
+    result = await scripted_agent(model, [MementoCompaction(store, max_tokens=100_000)]).run('Go.')
+    replies = {
+        p.tool_name: str(p.content)
+        for m in result.all_messages() for p in getattr(m, 'parts', []) if isinstance(p, ToolReturnPart)
+    }  # fmt: skip
+    assert replies['recall'] == EMPTY_QUERY  # as the MCP tool answers, not "Nothing archived matches '   '"
+    assert replies['retrieve_page'].startswith("No page '7'")
+
+
+def test_a_page_past_the_last_is_said_not_replaced_by_the_last() -> None:
+    text = 'x' * 2_500
+    assert paginate(text, 3, what='blk_1', more='recover_block("blk_1", page={page})', chars=1_000).endswith(
+        '[blk_1: page 3 of 3]'
+    )
+    for wrong in (0, 4):
+        assert paginate(text, wrong, what='blk_1', more='', chars=1_000) == f'There are 3 pages, not {wrong} of blk_1.'
+    assert paginate('short', 2, what='blk_2', more='') == 'There is 1 page, not 2 of blk_2.'
 
 
 class ExplodingCompressor:

@@ -158,6 +158,8 @@ async def test_recall_finds_blocks_of_its_scope(memory_file: MemoryFile) -> None
         later = ok(await client.call_tool('recall', {'query': 'camping', 'since': '2023-06-01T00:00:00+00:00'}))
         assert '2023-06' in later and '2023-05' not in later
         assert 'Nothing archived matches' in ok(await client.call_tool('recall', {'query': 'xylophone'}))
+        future = ok(await client.call_tool('recall', {'query': 'camping', 'since': '2030-01-01'}))
+        assert future == "Nothing archived since 2030-01-01 matches 'camping'; without the time range more may."
         assert 'Give a query' in error(await client.call_tool('recall', {'query': '  '}))
         assert 'ISO' in error(await client.call_tool('recall', {'query': 'camping', 'since': 'last tuesday'}))
 

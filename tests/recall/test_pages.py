@@ -110,6 +110,9 @@ def test_retrieve_page_returns_verified_blocks_in_parts(ingested: IngestedDialog
     total = int(first.split('part 1 of ')[1].split(';')[0].split(']')[0])
     last = retrieve_page(store, '1', session_id='conv-1', part=total, max_tokens=40, counter=counter)
     assert f'part {total} of {total}]' in last
+    for wrong in (0, -3, total + 1):  # said, not answered with another part
+        beyond = retrieve_page(store, '1', session_id='conv-1', part=wrong, max_tokens=40, counter=counter)
+        assert beyond == f'There are {total} parts, not {wrong} (page 1, {page.id}).'
     assert retrieve_page(store, 'pg_missing', session_id='conv-1').startswith("No page 'pg_missing'")
 
 

@@ -15,7 +15,7 @@ from pydantic_ai.toolsets import FunctionToolset
 
 from .._threads import in_thread
 from ..knowledge_graph.memory import render_block
-from ..knowledge_graph.recall import recall, render_recall, retrieve_page
+from ..knowledge_graph.recall import EMPTY_QUERY, out_of_range, recall, render_recall, retrieve_page
 from ..knowledge_graph.store import BlockIntegrityError, NotFoundError, StoreError, recover_chain
 from ._events import MementoRecoveredEvent, MementoWarning
 
@@ -40,7 +40,8 @@ def output_chars(high_water_tokens: int) -> int:
 def paginate(text: str, page: int, *, what: str, more: str, chars: int = TOOL_OUTPUT_CHARS) -> str:
     """Page `page` (1-based) of `text`, `chars` characters a page, with a footer saying how to get the next."""
     pages = max(1, -(-len(text) // chars))
-    page = min(max(page, 1), pages)
+    if not 1 <= page <= pages:
+        return f'{out_of_range(pages, page, "page")} of {what}.'
     chunk = text[(page - 1) * chars : page * chars]
     if pages == 1:
         return chunk
@@ -150,6 +151,8 @@ class MementoToolset(FunctionToolset[AgentDepsT]):
         return await answer_or_unavailable('recall', lambda: self._recall(ctx, query, k))
 
     async def _recall(self, ctx: RunContext[AgentDepsT], query: str, k: int) -> str:
+        if not query.strip():
+            return EMPTY_QUERY
         capability = self._run_capability(ctx)
         store, session_id = capability.graph_store, capability.resolve_session_id(ctx)
         # not bounded: the first recall of a long session may embed hundreds of blocks, legitimately slow

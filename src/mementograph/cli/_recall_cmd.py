@@ -74,7 +74,7 @@ def _recall(args: argparse.Namespace) -> int:
         except TimeFilterError as exc:
             raise CliError(f'--{exc}', code=2) from exc
     data = {'query': args.query, 'method': method, 'hits': [asdict(hit) for hit in hits]}
-    text = render_recall(hits, args.query, max_chars=1_000_000, label=_hit_label)
+    text = render_recall(hits, args.query, max_chars=1_000_000, label=_hit_label, since=args.since, until=args.until)
     if hits:
         text += '\n\nmementograph recover ID prints the archived blocks of any id above (byte-exact, hash-checked)'
     emit(args, data, text)

@@ -29,7 +29,15 @@ from pydantic import Field
 from .._threads import StoreCalls
 from .._tokens import TokenizerUnavailableError
 from ..knowledge_graph import DEFAULT_NAMESPACE, PageRecord
-from ..knowledge_graph.recall import AmbiguousPageError, find_page, recall, render_recall, retrieve_page
+from ..knowledge_graph.recall import (
+    EMPTY_QUERY,
+    AmbiguousPageError,
+    find_page,
+    out_of_range,
+    recall,
+    render_recall,
+    retrieve_page,
+)
 from ..knowledge_graph.store import (
     NEO4J_SCHEMES,
     BlockIntegrityError,
@@ -95,9 +103,7 @@ def _parts(text: str, limit: int | None = None) -> list[str]:
 def _pick(pieces: Sequence[str], part: int) -> tuple[int, str]:
     """Part `part` (1-based) of an answer; one past the last is an error that says how many there are."""
     if not 1 <= part <= len(pieces):
-        raise ToolError(
-            f'There {"is" if len(pieces) == 1 else "are"} {len(pieces)} part{"s" * (len(pieces) != 1)}, not {part}.'
-        )
+        raise ToolError(f'{out_of_range(len(pieces), part)}.')
     return part, pieces[part - 1]
 
 
@@ -196,8 +202,9 @@ class MemoryTools:
         by meaning too when the server has an embedding model), best first, each with its memento and why it
         matched. Recover any hit exactly with `recover_block`."""
         if not query.strip():
-            raise ToolError('Give a query: the names, files, errors or values you are looking for.')
+            raise ToolError(EMPTY_QUERY)
         session = self._session(session_id)
+        since, until = (since or '').strip() or None, (until or '').strip() or None
         with self._store_errors():
             dense, note = self._synced_dense(session)
             hits = recall(
@@ -207,12 +214,12 @@ class MemoryTools:
                 method='fused' if dense is None else 'hybrid',
                 namespace=self.scope.namespace,
                 session_id=session,
-                since=(since or '').strip() or None,
-                until=(until or '').strip() or None,
+                since=since,
+                until=until,
                 now=datetime.now(UTC),
                 dense=dense,
             )
-        text = render_recall(hits, query, max_chars=OUTPUT_CHARS - len(note))
+        text = render_recall(hits, query, max_chars=OUTPUT_CHARS - len(note), since=since, until=until)
         return f'{note}\n{text}' if note else text
 
     def _synced_dense(self, session_id: str | None) -> tuple[DenseIndex | None, str]:

@@ -8,6 +8,7 @@ from ._pages import (
     PagePolicy,
     find_page,
     fit_index,
+    out_of_range,
     page_header,
     page_index_text,
     page_parts,
@@ -28,11 +29,12 @@ from ._recall import (
     rank_blocks,
     recall,
 )
-from ._render import render_recall
+from ._render import EMPTY_QUERY, render_recall
 from ._values import BlockInfo, EntityLookup, EntityPostings, Posting
 
 __all__ = (
     'DENSE_METHODS',
+    'EMPTY_QUERY',
     'METHODS',
     'AmbiguousPageError',
     'BlockInfo',
@@ -52,6 +54,7 @@ __all__ = (
     'TimeRange',
     'find_page',
     'fit_index',
+    'out_of_range',
     'page_header',
     'page_index_text',
     'page_parts',

@@ -438,9 +438,16 @@ def retrieve_page(
             return f'No page {page!r} in this session ({len(pages)} pages).'
         record = found
     parts = page_parts(store, record, namespace=namespace, max_tokens=max_tokens, counter=counter)
-    index = min(max(part, 1), len(parts))
-    hint = f'; next: retrieve_page("{record.id}", part={index + 1})' if index < len(parts) else ''
-    return page_header(record, index, len(parts), hint) + f'\n\n{parts[index - 1]}'
+    if not 1 <= part <= len(parts):
+        return f'{out_of_range(len(parts), part)} (page {record.number}, {record.id}).'
+    hint = f'; next: retrieve_page("{record.id}", part={part + 1})' if part < len(parts) else ''
+    return page_header(record, part, len(parts), hint) + f'\n\n{parts[part - 1]}'
+
+
+def out_of_range(total: int, asked: int, noun: str = 'part') -> str:
+    """`There are 3 parts, not 9`: what a paginated answer says to a part or page it does not have, rather than
+    handing over another one the caller did not ask for."""
+    return f'There {"is" if total == 1 else "are"} {total} {noun}{"s" * (total != 1)}, not {asked}'
 
 
 def page_header(record: PageRecord, index: int, total: int, hint: str) -> str:

@@ -7,7 +7,10 @@ from typing import Final
 
 from ._recall import RecallHit
 
-__all__ = ('render_recall',)
+__all__ = ('EMPTY_QUERY', 'render_recall')
+
+EMPTY_QUERY: Final = 'Give a query: the names, files, errors or values you are looking for.'
+"""The answer to a blank query (every recall front end gives it)."""
 
 MAX_MEMENTO_CHARS: Final = 700
 """Characters of each memento shown; the full block is one `recover_block` away."""
@@ -32,14 +35,20 @@ def render_recall(
     *,
     max_chars: int = 6_000,
     label: Callable[[RecallHit], str] = tool_call_label,
+    since: str | None = None,
+    until: str | None = None,
 ) -> str:
     """One entry per hit, best first: block id, score, why it matched, and its memento (cut to fit).
 
     Entries that would pass `max_chars` are left out and counted in a last line, so the answer never floods the
     context however large `k` is. `label` opens each entry: by default the tool call that recovers the hit, which
-    a person at a terminal would rather see as an id and its session.
+    a person at a terminal would rather see as an id and its session. `since` and `until`, the time range the
+    recall was given, are named when nothing was found, since they may be what left it empty.
     """
     if not hits:
+        window = ' '.join(f'{word} {value}' for word, value in (('since', since), ('until', until)) if value)
+        if window:
+            return f'Nothing archived {window} matches {query!r}; without the time range more may.'
         return f'Nothing archived matches {query!r}.'
     lines: list[str] = []
     used = 0
