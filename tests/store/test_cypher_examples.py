@@ -6,6 +6,7 @@ it answers exactly what Neo4j answers; where it cannot, it says the query needs 
 
 from __future__ import annotations
 
+import re
 from collections.abc import Callable
 from dataclasses import dataclass
 from pathlib import Path
@@ -285,3 +286,22 @@ def test_skip_and_limit_take_whole_numbers(backend: Backend, known: Known, bound
     cypher = f'MATCH (m:Memento {{namespace: $namespace}}) RETURN DISTINCT m.level {bound}'
     with pytest.raises(QueryError):
         backend.store.query(cypher, {'n': value}, namespace=backend.namespace)
+
+
+@pytest.mark.parametrize(
+    ('arguments', 'message'),
+    [
+        ({'limit': 0}, 'the row limit must be a whole number of rows, 1 or more, not 0'),
+        ({'limit': -1}, 'the row limit must be a whole number of rows, 1 or more, not -1'),
+        ({'timeout': 0}, 'the timeout must be a positive number of seconds, not 0'),
+        ({'timeout': '5'}, "the timeout must be a positive number of seconds, not '5'"),
+        ({'params': ['x']}, 'params must map parameter names to values, not a list'),
+    ],
+)
+def test_query_arguments_are_checked_alike_on_both_backends(
+    backend: Backend, known: Known, arguments: dict[str, Any], message: str
+) -> None:
+    cypher = 'MATCH (m:Memento {namespace: $namespace}) RETURN m.id AS id'
+    with pytest.raises(QueryError, match=f'^{re.escape(message)}$'):
+        backend.store.query(cypher, namespace=backend.namespace, **arguments)
+    assert len(backend.store.query(cypher, namespace=backend.namespace, limit=1_000)) == len(known.mementos)

@@ -309,6 +309,19 @@ def _check_param_value(name: str, value: Any, depth: int = 0) -> None:
     )
 
 
+def query_bounds(limit: int, timeout: float) -> tuple[int, float]:
+    """`(limit, timeout)` checked alike on every backend: at least one row, a positive number of seconds.
+
+    Raises:
+        QueryError: either is out of range or not a number.
+    """
+    if isinstance(limit, bool) or not isinstance(limit, int) or limit < 1:
+        raise QueryError(f'the row limit must be a whole number of rows, 1 or more, not {limit!r}')
+    if isinstance(timeout, bool) or not isinstance(timeout, int | float) or not timeout > 0:
+        raise QueryError(f'the timeout must be a positive number of seconds, not {timeout!r}')
+    return limit, timeout
+
+
 def scoped_params(params: Mapping[str, Any] | None, *, session_id: str | None, namespace: str | None) -> dict[str, Any]:
     """The parameters a query runs with: the caller's plus `$namespace` and `$session_id` (always defined).
 
@@ -318,6 +331,8 @@ def scoped_params(params: Mapping[str, Any] | None, *, session_id: str | None, n
         QueryError: a parameter that is not a plain value, or `namespace`/`session_id` given twice with
             different values.
     """
+    if params is not None and not isinstance(params, Mapping):
+        raise QueryError(f'params must map parameter names to values, not a {type(params).__name__}')
     merged: dict[str, Any] = {}
     for name, value in (params or {}).items():
         if not isinstance(name, str) or not name:

@@ -60,6 +60,7 @@ from ._cypher import (
     ScopeViolationError,
     check_scope,
     prepare_query,
+    query_bounds,
     row_limit_message,
     scoped_params,
 )
@@ -1581,12 +1582,9 @@ class Neo4jStore:
         """
         source, tokens = prepare_query(cypher)
         merged = scoped_params(params, session_id=session_id, namespace=namespace)
-        row_limit = self.query_limit if limit is None else limit
-        seconds = self.query_timeout if timeout is None else timeout
-        if row_limit < 0:
-            raise QueryError(f'the row limit must be >= 0, got {row_limit}')
-        if seconds <= 0:
-            raise QueryError(f'the timeout must be > 0 seconds, got {seconds:g}')
+        row_limit, seconds = query_bounds(
+            self.query_limit if limit is None else limit, self.query_timeout if timeout is None else timeout
+        )
         try:
             check_scope(source, tokens)
         except ScopeViolationError as refusal:

@@ -1843,7 +1843,14 @@ class SqliteStore:
         """
         from importlib.util import find_spec
 
-        from ._cypher import DEFAULT_QUERY_LIMIT, DEFAULT_QUERY_TIMEOUT, prepare_query, run_embedded, scoped_params
+        from ._cypher import (
+            DEFAULT_QUERY_LIMIT,
+            DEFAULT_QUERY_TIMEOUT,
+            prepare_query,
+            query_bounds,
+            run_embedded,
+            scoped_params,
+        )
 
         prepare_query(cypher)  # refuse writes before anything else, whatever the subset
         if find_spec('grandcypher') is None:
@@ -1852,13 +1859,10 @@ class SqliteStore:
                 '(pip install grand-cypher); or use the Neo4j backend (--store neo4j://HOST:7687)'
             )
         merged = scoped_params(params, session_id=session_id, namespace=namespace)
-        return run_embedded(
-            self.graph(namespace=merged['namespace']),
-            cypher,
-            merged,
-            limit=DEFAULT_QUERY_LIMIT if limit is None else limit,
-            timeout=DEFAULT_QUERY_TIMEOUT if timeout is None else timeout,
+        rows, seconds = query_bounds(
+            DEFAULT_QUERY_LIMIT if limit is None else limit, DEFAULT_QUERY_TIMEOUT if timeout is None else timeout
         )
+        return run_embedded(self.graph(namespace=merged['namespace']), cypher, merged, limit=rows, timeout=seconds)
 
     def graph(self, *, namespace: str = DEFAULT_NAMESPACE) -> Any:
         """The networkx `MultiDiGraph` view of one namespace, shaped like the Neo4j graph (labels in `__labels__`).
