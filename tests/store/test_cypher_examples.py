@@ -157,7 +157,8 @@ def test_readme_query(backend: Backend, known: Known, example: ExampleQuery) -> 
     on_neo4j = isinstance(store, Neo4jStore)
     params = example_params(example, known)
     if not on_neo4j and not example.embedded:
-        with pytest.raises(UnsupportedQueryError, match='Neo4j backend'):
+        # the clause it lacks, as the README says, not a later consequence of it (ORDER BY over unjoined MATCHes)
+        with pytest.raises(UnsupportedQueryError, match=r'^(OPTIONAL|WITH) at line \d+.*Neo4j backend'):
             store.query(example.cypher, params, namespace=ns, session_id='alpha')
         return
 

@@ -1425,6 +1425,9 @@ def _translate(
     pieces: list[str] = []
     cursor = 0
     distinct: Token | None = None
+    # each token's own refusal (OPTIONAL, WITH, a function) first: it names the cause, where the shape of the
+    # MATCH clauses `_relabelled` reads may be off only because of it
+    translated = [_translate_token(source, tokens, index, params) for index in range(len(tokens))]
     relabelled = _relabelled(source, tokens) | dict(counted or {})
     for index, token in enumerate(tokens):
         keyword = _keyword(tokens, index)
@@ -1432,7 +1435,7 @@ def _translate(
             distinct = token
         elif keyword == 'AS' and distinct is not None:
             raise _unsupported(source, distinct, 'RETURN DISTINCT with AS aliases (grand-cypher mis-handles them)')
-        replacement = relabelled.get(index) or _translate_token(source, tokens, index, params)
+        replacement = relabelled.get(index) or translated[index]
         gap = source[cursor : token.start]
         pieces.append(' ' if gap and not gap.isspace() else gap)  # a comment becomes a space
         pieces.append(token.text if replacement is None else replacement)
