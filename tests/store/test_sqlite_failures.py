@@ -187,6 +187,9 @@ def test_unknown_scheme_lists_valid_ones() -> None:
         assert scheme in message
     with pytest.raises(UnknownStoreSchemeError):
         open_store('just-a-path.db')
+    with pytest.raises(UnknownStoreSchemeError, match='memory:// takes no name or path'):
+        open_store('memory:///team')
+    assert open_store('memory://?busy_timeout=1').stats().blocks == 0
 
 
 def test_an_empty_or_non_string_uri_is_refused_not_taken_for_the_default(monkeypatch: pytest.MonkeyPatch) -> None:

@@ -71,6 +71,11 @@ def _split(uri: str) -> tuple[str, str]:
         raise UnknownStoreSchemeError(f'unknown store URI {uri!r}: use one of {_SCHEMES_TEXT} (e.g. {_EXAMPLES})')
     if scheme == 'sqlite' and not rest.partition('?')[0]:
         raise UnknownStoreSchemeError(f'store URI {uri!r} names no file: use sqlite:///path/to/memory.db')
+    if scheme == 'memory' and rest.partition('?')[0]:  # a name would suggest a store shared by that name
+        raise UnknownStoreSchemeError(
+            f'store URI {uri!r}: memory:// takes no name or path (each one opened is a store of its own, gone with '
+            'it); use sqlite:///path/to/memory.db for a store to share or keep'
+        )
     known = NEO4J_URI_OPTIONS if scheme in NEO4J_SCHEMES else SQLITE_URI_OPTIONS
     unknown = sorted(set(parse_qs(rest.partition('?')[2])) - known)
     if unknown:  # a misspelt option would otherwise be ignored in silence
