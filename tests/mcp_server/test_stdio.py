@@ -45,9 +45,18 @@ async def test_every_tool_over_stdio(memory_file: MemoryFile) -> None:
         assert 'read-only' in error(await client.call_tool('query_memory', {'cypher': 'CREATE (n) RETURN n'}))
         assert 'No archived block' in error(await client.call_tool('recover_block', {'block_id': 'blk_0'}))
         # arguments out of their range are errors, not quietly clamped
-        assert 'greater than or equal to 1' in error(await client.call_tool('recall', {'query': 'adoption', 'k': 0}))
+        # in a sentence naming each argument, not pydantic's report (its model name, error types, a URL)
+        assert error(await client.call_tool('recall', {'query': 'adoption', 'k': 0})) == (
+            'recall was called with wrong arguments: k should be greater than or equal to 1, not 0.'
+        )
+        assert error(await client.call_tool('recall', {'k': 'five'})) == (
+            'recall was called with wrong arguments: query is required; k should be a valid integer, unable to parse '
+            "string as an integer, not 'five'."
+        )
         too_many = {'cypher': 'MATCH (s:Session) RETURN s.id AS id', 'limit': 5000}
-        assert 'less than or equal to 1000' in error(await client.call_tool('query_memory', too_many))
+        assert error(await client.call_tool('query_memory', too_many)) == (
+            'query_memory was called with wrong arguments: limit should be less than or equal to 1000, not 5000.'
+        )
         assert 'There is 1 part, not 9.' in error(
             await client.call_tool('recover_block', {'block_id': block.id, 'part': 9})
         )

@@ -24,7 +24,7 @@ from typing import TYPE_CHECKING, Annotated, Any, Final, TypeVar
 from mcp.server.mcpserver import MCPServer
 from mcp.server.mcpserver.exceptions import ToolError
 from mcp.types import CallToolResult, TextContent, ToolAnnotations
-from pydantic import Field
+from pydantic import Field, ValidationError
 
 from .._threads import StoreCalls
 from .._tokens import TokenizerUnavailableError
@@ -520,13 +520,41 @@ def create_server(
         dense = DenseIndex(embedding_model(embedding), persist=store_vectors)
     tools = MemoryTools(store, scope, dense)
     tools.warm_up()
-    server: MCPServer[Any] = MCPServer(
+    server: MCPServer[Any] = _Server(
         'mementograph', instructions=_instructions(scope), version=__version__, log_level='WARNING'
     )
     for name in _TOOLS:
         tool = _bounded(getattr(tools, name), calls)
         server.add_tool(tool, name=name, annotations=_READ_ONLY, structured_output=name == 'stats')
     return server
+
+
+class _Server(MCPServer[Any]):
+    """An `MCPServer` whose answer to arguments outside a tool's schema names each argument and what it takes, in
+    a sentence, where the SDK passes on pydantic's report (its model name, error types and a documentation URL)."""
+
+    async def call_tool(self, name: str, arguments: dict[str, Any], context: Any = None) -> Any:
+        try:
+            return await super().call_tool(name, arguments, context)
+        except ToolError as exc:
+            if not isinstance(exc.__cause__, ValidationError):
+                raise
+            raise ToolError(_wrong_arguments(name, exc.__cause__)) from exc.__cause__
+
+
+def _wrong_arguments(tool: str, error: ValidationError) -> str:
+    """`recall was called with wrong arguments: k should be less than or equal to 50, not 1000000.`"""
+    problems: list[str] = []
+    for item in error.errors(include_url=False):
+        field = '.'.join(str(part) for part in item['loc']) or 'the arguments'
+        message = str(item['msg'])
+        if item['type'] == 'missing':
+            problems.append(f'{field} is required')
+        elif message.startswith('Input should'):
+            problems.append(f'{field} should{message.removeprefix("Input should")}, not {item.get("input")!r}')
+        else:
+            problems.append(f'{field}: {message}')
+    return f'{tool} was called with wrong arguments: {"; ".join(problems)}.'
 
 
 def _bounded(tool: Callable[..., T], calls: StoreCalls) -> Callable[..., Awaitable[T]]:
