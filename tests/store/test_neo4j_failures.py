@@ -81,6 +81,13 @@ def test_a_misspelt_uri_option_is_refused(neo4j_server: dict[str, str]) -> None:
         open_store(neo4j_server['uri'] + '?query_timout=1')
 
 
+def test_a_query_bound_no_query_could_run_under_is_refused_at_open() -> None:
+    # refused before any connection is tried: no server needed
+    for option, message in (('query_limit=0', 'the row limit'), ('query_timeout=0', 'the timeout')):
+        with pytest.raises(ValueError, match=rf'^store URI bolt://127\.0\.0\.1:1: {message} must be .*\?query_limit'):
+            open_store(f'bolt://127.0.0.1:1?{option}')
+
+
 def test_the_query_command_keeps_the_uris_row_limit(
     neo4j_server: dict[str, str], capsys: pytest.CaptureFixture[str]
 ) -> None:

@@ -624,6 +624,18 @@ class Neo4jStore:
         clean = f'{parts.scheme}://{netloc}'
         database = options.get('database', [None])[-1]
         shown = clean + (f'?database={quote(database)}' if database else '')
+        store_kwargs: dict[str, Any] = {}
+        if 'query_limit' in options:
+            store_kwargs['query_limit'] = _int_option(options, 'query_limit')
+        if 'query_timeout' in options:
+            store_kwargs['query_timeout'] = _float_option(options, 'query_timeout')
+        try:  # a bound no query could run under is refused now, not at every query
+            query_bounds(
+                store_kwargs.get('query_limit', DEFAULT_QUERY_LIMIT),
+                store_kwargs.get('query_timeout', DEFAULT_QUERY_TIMEOUT),
+            )
+        except QueryError as exc:
+            raise ValueError(f'store URI {shown}: {exc} (?query_limit, ?query_timeout)') from None
         try:
             driver = GraphDatabase.driver(
                 clean,
@@ -638,11 +650,6 @@ class Neo4jStore:
             )
         except (neo4j_errors.ConfigurationError, ValueError) as exc:
             raise StoreUnavailableError(f'cannot use the Neo4j URI {shown}: {exc}') from exc
-        store_kwargs: dict[str, Any] = {}
-        if 'query_limit' in options:
-            store_kwargs['query_limit'] = _int_option(options, 'query_limit')
-        if 'query_timeout' in options:
-            store_kwargs['query_timeout'] = _float_option(options, 'query_timeout')
         try:
             driver.verify_connectivity()
             return cls(driver, uri=shown, database=database, **store_kwargs)
