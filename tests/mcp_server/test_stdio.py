@@ -60,6 +60,9 @@ async def test_every_tool_over_stdio(memory_file: MemoryFile) -> None:
         assert 'There is 1 part, not 9.' in error(
             await client.call_tool('recover_block', {'block_id': block.id, 'part': 9})
         )
+        assert error(await client.call_tool('retrieve_page', {'page_id': page.id, 'part': 99})).endswith(
+            f': There is 1 part, not 99 (page 2, {page.id}).'  # an error here too, not the last part instead
+        )
         # the server is still there after the errors
         assert json.loads(ok(await client.call_tool('stats', {})))['blocks'] == stats.blocks
 

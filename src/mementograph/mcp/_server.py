@@ -32,11 +32,12 @@ from ..knowledge_graph import DEFAULT_NAMESPACE, PageRecord
 from ..knowledge_graph.recall import (
     EMPTY_QUERY,
     AmbiguousPageError,
+    NoSuchPartError,
     find_page,
     out_of_range,
+    page_part,
     recall,
     render_recall,
-    retrieve_page,
 )
 from ..knowledge_graph.store import (
     NEO4J_SCHEMES,
@@ -382,9 +383,10 @@ class MemoryTools:
                 raise ToolError(
                     f'No page {wanted!r} in {self._where(session)} ({len(pages)} pages); list_pages() names them.'
                 )
-            return retrieve_page(  # the page as read above: listing the pages again would cost a second read
-                self.store, record, session_id=record.session_id, namespace=self.scope.namespace, part=part
-            )
+            try:  # the page as read above: listing the pages again would cost a second read
+                return page_part(self.store, record, part, namespace=self.scope.namespace)
+            except NoSuchPartError as exc:
+                raise ToolError(str(exc)) from None
 
     def query_memory(
         self,

@@ -437,9 +437,33 @@ def retrieve_page(
         if found is None:
             return f'No page {page!r} in this session ({len(pages)} pages).'
         record = found
-    parts = page_parts(store, record, namespace=namespace, max_tokens=max_tokens, counter=counter)
+    try:
+        return page_part(store, record, part, namespace=namespace, max_tokens=max_tokens, counter=counter)
+    except NoSuchPartError as exc:
+        return str(exc)
+
+
+class NoSuchPartError(LookupError):
+    """A part past a page's last (or below 1); the message says how many there are."""
+
+
+def page_part(
+    store: GraphStore,
+    record: PageRecord,
+    part: int,
+    *,
+    namespace: str = DEFAULT_NAMESPACE,
+    max_tokens: int = 3_000,
+    counter: TokenCounter | None = None,
+) -> str:
+    """Part `part` of a page, under its header (`retrieve_page` once the page is found).
+
+    Raises:
+        NoSuchPartError: the page has no such part.
+    """
+    parts = page_parts(store, record, namespace=namespace, max_tokens=max_tokens, counter=counter or TokenCounter())
     if not 1 <= part <= len(parts):
-        return f'{out_of_range(len(parts), part)} (page {record.number}, {record.id}).'
+        raise NoSuchPartError(f'{out_of_range(len(parts), part)} (page {record.number}, {record.id}).')
     hint = f'; next: retrieve_page("{record.id}", part={part + 1})' if part < len(parts) else ''
     return page_header(record, part, len(parts), hint) + f'\n\n{parts[part - 1]}'
 
