@@ -12,7 +12,8 @@ copy of that file, one thread runs that first read while another connection evic
 to ten minutes for the lock): the figures are the catch-up's seconds and the longest wait of one eviction
 meanwhile. A wait past SQLite's default 5 s busy timeout is a compaction that failed. `--no-writer` times the
 catch-up alone. The WAL file's size is sampled throughout: its peak, its size when the read returns, and its size
-after 200 more evictions (by then checkpointed and started over, so cut back to the store's limit). The backlog file is kept in the temporary directory's `catch-up-N.db` (`catch-up-entities-N.db`)
+after 200 more evictions (by then checkpointed and started over, so cut back to the store's limit). The backlog
+file is kept in the temporary directory's `catch-up-N.db` (`catch-up-entities-N.db`)
 between runs.
 """
 

@@ -545,7 +545,7 @@ class _Server(MCPServer[Any]):
 
 
 def _wrong_arguments(tool: str, error: ValidationError) -> str:
-    """`recall was called with wrong arguments: k should be less than or equal to 50, not 1000000.`"""
+    """`recall was called with wrong arguments: k should be less than or equal to 20, not 1000000.`"""
     problems: list[str] = []
     for item in error.errors(include_url=False):
         field = '.'.join(str(part) for part in item['loc']) or 'the arguments'

@@ -624,16 +624,10 @@ class Neo4jStore:
         clean = f'{parts.scheme}://{netloc}'
         database = options.get('database', [None])[-1]
         shown = clean + (f'?database={quote(database)}' if database else '')
-        store_kwargs: dict[str, Any] = {}
-        if 'query_limit' in options:
-            store_kwargs['query_limit'] = _int_option(options, 'query_limit')
-        if 'query_timeout' in options:
-            store_kwargs['query_timeout'] = _float_option(options, 'query_timeout')
+        query_limit = _int_option(options, 'query_limit') if 'query_limit' in options else DEFAULT_QUERY_LIMIT
+        query_timeout = _float_option(options, 'query_timeout') if 'query_timeout' in options else DEFAULT_QUERY_TIMEOUT
         try:  # a bound no query could run under is refused now, not at every query
-            query_bounds(
-                store_kwargs.get('query_limit', DEFAULT_QUERY_LIMIT),
-                store_kwargs.get('query_timeout', DEFAULT_QUERY_TIMEOUT),
-            )
+            query_bounds(query_limit, query_timeout)
         except QueryError as exc:
             raise ValueError(f'store URI {shown}: {exc} (?query_limit, ?query_timeout)') from None
         try:
@@ -652,7 +646,7 @@ class Neo4jStore:
             raise StoreUnavailableError(f'cannot use the Neo4j URI {shown}: {exc}') from exc
         try:
             driver.verify_connectivity()
-            return cls(driver, uri=shown, database=database, **store_kwargs)
+            return cls(driver, uri=shown, database=database, query_limit=query_limit, query_timeout=query_timeout)
         except BaseException as exc:
             driver.close()
             if isinstance(exc, StoreError):
