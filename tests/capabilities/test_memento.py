@@ -171,6 +171,26 @@ async def test_store_failure_means_no_eviction_and_a_warning(tmp_path: Path) -> 
     assert len(model.seen[-1]) == len(result.all_messages()) - 1
 
 
+async def test_a_store_file_deleted_while_open_is_not_written_to(tmp_path: Path) -> None:
+    """SQLite keeps writing to an unlinked file through its open connection: evictions would vanish with it."""
+    path = tmp_path / 'm.db'
+    store = open_store(f'sqlite://{path}')
+    for suffix in ('', '-wal', '-shm'):  # a user resetting memory by hand
+        Path(f'{path}{suffix}').unlink(missing_ok=True)
+    model = ScriptedModel(steps=6)
+    with warnings.catch_warnings(record=True) as caught:
+        warnings.simplefilter('always')
+        result = await scripted_agent(model, [MementoCompaction(store, max_tokens=1_500)]).run('Go.')
+    assert any('was deleted or replaced' in str(w.message) for w in caught if issubclass(w.category, MementoWarning))
+    assert stub_texts(result.all_messages()) == []  # nothing evicted: the model saw every message
+    assert len(model.seen[-1]) == len(result.all_messages()) - 1
+    store.close()
+    reopened = open_store(f'sqlite://{path}')  # the file now at that path takes the next run's evictions
+    again = ScriptedModel(steps=6)
+    await scripted_agent(again, [MementoCompaction(reopened, max_tokens=1_500)]).run('Go.')
+    assert reopened.stats().blocks > 0
+
+
 async def test_memory_tools_answer_instead_of_raising_when_the_store_fails(tmp_path: Path) -> None:
     store = open_store(f'sqlite://{tmp_path / "m.db"}')
     store.close()

@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import argparse
 import json
+import shutil
 import sqlite3
 import subprocess
 import sys
@@ -15,7 +16,7 @@ import pytest
 
 from mementograph.cli import build_parser, main
 from mementograph.cli._commands import COMMANDS
-from mementograph.knowledge_graph.store import open_store
+from mementograph.knowledge_graph.store import open_store, sqlite_path
 from tests.cli.conftest import MEMENTOGRAPH, DemoRun, fresh_home_env
 
 
@@ -204,7 +205,7 @@ def test_bad_output_paths_and_time_filters_are_bad_arguments(
 ) -> None:
     store = ['--store', demo_run.data['store']]
     assert main(['export', '-o', str(tmp_path / 'no' / 'dir.jsonl'), *store]) == 2
-    assert 'cannot write' in capsys.readouterr().err
+    assert 'does not exist' in capsys.readouterr().err
     assert main(['recall', 'pkg', '--since', 'yesterday', *store]) == 2
     assert "--since: cannot read 'yesterday' as a time" in capsys.readouterr().err
     assert main(['recall', 'pkg', '--since', '2027-01-01', '--until', '2020-01-01', *store]) == 2
@@ -305,3 +306,21 @@ def test_an_unknown_option_is_reported_with_its_command_s_usage(capsys: pytest.C
         err.startswith('usage: mementograph stats ')
         and 'mementograph stats: error: unrecognized arguments: --bogus' in err
     )
+
+
+def test_an_output_path_that_is_the_store_is_refused(
+    demo_run: DemoRun, tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    """`export -o` or `plot --out` naming the store's own file used to write over it (exit 0), and every later
+    command found no store."""
+    path = tmp_path / 'copy.db'
+    source = sqlite_path(demo_run.data['store'])
+    assert source is not None
+    shutil.copyfile(source, path)
+    before = path.read_bytes()
+    store = ['--store', f'sqlite://{path}']
+    for argv in (['export', '-o', str(path)], ['plot', '--out', str(path)], ['export', '-o', f'{path}-wal']):
+        assert main([*argv, *store]) == 2
+        assert 'is the store this command reads' in capsys.readouterr().err
+    assert path.read_bytes() == before
+    assert main(['stats', *store]) == 0

@@ -8,7 +8,9 @@ from pathlib import Path
 import pytest
 
 from mementograph.eval import IngestedDialogue
+from mementograph.knowledge_graph import BlockRecord, Eviction
 from mementograph.knowledge_graph.recall import (
+    MAX_QUERY_CHARS,
     RecallConfig,
     TimeRange,
     plan_query,
@@ -18,6 +20,7 @@ from mementograph.knowledge_graph.recall import (
     time_range_in,
 )
 from mementograph.knowledge_graph.store import GraphStore, StoreUnavailableError, open_store
+from tests.builders import session_history
 from tests.recall.conftest import DAY2
 
 
@@ -295,3 +298,36 @@ def test_recall_by_a_functions_name_finds_the_block_that_read_it(tmp_path: Path)
         hits = rank_blocks(store, 'apply_discount', method='graph', session_id='s')
     assert hits[0].block_id == read.id and hits[0].matched == ('apply_discount (exact)',)
     assert all(not hit.matched for hit in hits[1:])  # the other file is reached only as its NEXT neighbour
+
+
+def test_blocks_that_tie_in_full_text_share_its_rank_and_show_their_score(tmp_path: Path) -> None:
+    """Blocks of the same text tie; the ranking orders them by id, so a `bm25 rank` taken from the search's own
+    listing order contradicted the order shown, and a score of 2e-06 was printed as 0.000."""
+    store = open_store(f'sqlite://{tmp_path / "m.db"}')
+    blocks = tuple(
+        BlockRecord.from_messages(session_history(1), session_id='s', seq=i, tokens=5, text='module notes')
+        for i in range(4)
+    )
+    store.write_eviction(Eviction(session_id='s', blocks=blocks))
+    hits = recall(store, 'check', 4, method='bm25', session_id=None)
+    assert len(hits) == 4 and len({hit.score for hit in hits}) == 1
+    assert [hit.reasons for hit in hits] == [('bm25 rank 1',)] * 4
+    shown = render_recall(hits, 'check')
+    assert f'score {hits[0].score:.3g}' in shown and 'score 0.000' not in shown
+
+
+def test_a_pasted_log_as_the_query_is_read_up_to_its_cap(tmp_path: Path) -> None:
+    """What lies past `MAX_QUERY_CHARS` cannot change the ranking, and an empty answer does not echo it whole."""
+    store = open_store(f'sqlite://{tmp_path / "m.db"}')
+    blocks = tuple(
+        BlockRecord.from_messages(session_history(1, prefix=prefix), session_id='s', seq=i, tokens=5, text='')
+        for i, prefix in enumerate(('turn', 'zebra'))
+    )
+    store.write_eviction(Eviction(session_id='s', blocks=blocks))
+    head = 'turn ' + 'x' * (MAX_QUERY_CHARS - 5)
+    assert [b.block_id for b in rank_blocks(store, head, method='bm25', session_id=None)] == [blocks[0].id]
+    pasted = head + ' zebra' * 5_000  # the second block's word, past the cap only
+    assert [b.block_id for b in rank_blocks(store, pasted, method='bm25', session_id=None)] == [blocks[0].id]
+    assert blocks[1].id in [b.block_id for b in rank_blocks(store, 'turn zebra', method='bm25', session_id=None)]
+    answer = render_recall([], 'nothing here ' * 1_000)
+    assert len(answer) < 300

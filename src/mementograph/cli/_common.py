@@ -8,6 +8,7 @@ import os
 import sys
 from collections.abc import Iterator
 from contextlib import contextmanager
+from pathlib import Path
 from typing import TYPE_CHECKING, Any, Final
 
 from ..knowledge_graph import DEFAULT_NAMESPACE
@@ -161,6 +162,30 @@ def store_from(args: argparse.Namespace, *, create: bool | str = False) -> Itera
         yield store
     finally:
         store.close()
+
+
+def check_output_path(args: argparse.Namespace, out: Path, option: str) -> None:
+    """Refuse, before any work, a file a command could not write or must not: one in a missing or read-only
+    directory, a directory, or the store the command reads (writing over it would destroy the archive)."""
+    if not out.parent.is_dir():
+        raise CliError(f'{option} {out}: directory {out.parent} does not exist', code=2)
+    if out.is_dir():
+        raise CliError(f'{option} {out} is a directory; give a file path', code=2)
+    if not os.access(out.parent, os.W_OK) or (out.exists() and not os.access(out, os.W_OK)):
+        raise CliError(f'{option} {out}: no permission to write there; choose another path', code=2)
+    try:
+        store_path = sqlite_path(getattr(args, 'store', None))
+    except ValueError:
+        return  # `store_from` says what is wrong with it
+    if store_path is None:
+        return
+    base = store_path.expanduser().resolve()
+    if out.expanduser().resolve() in {base, *(base.with_name(base.name + end) for end in ('-wal', '-shm', '-journal'))}:
+        raise CliError(
+            f'{option} {out} is the store this command reads ({store_path}); writing there would destroy the '
+            'archive: choose another path',
+            code=2,
+        )
 
 
 def require_session(store: GraphStore, namespace: str, session_id: str | None) -> None:

@@ -32,7 +32,7 @@ from ..knowledge_graph.recall import page_index_text, recall
 from ..knowledge_graph.store import NEO4J_SCHEMES, GraphStore, NotFoundError, StoreError
 from ..knowledge_graph.store._cypher import EXAMPLE_QUERIES
 from ._commands import add_command
-from ._common import CliError, add_store_options, emit, store_from
+from ._common import CliError, add_store_options, check_output_path, emit, store_from
 from ._progress import stderr_console
 from ._query import render_table
 
@@ -670,8 +670,8 @@ def _demo(args: argparse.Namespace) -> int:
     if (args.llm_compressor or args.llm_judge) and not args.model:
         raise CliError('--llm-compressor and --llm-judge need --model provider:name', code=2)
     plot: Path | None = None if args.no_plot else Path(args.plot)
-    if plot is not None and not plot.parent.is_dir():
-        raise CliError(f'--plot {plot}: directory {plot.parent} does not exist', code=2)
+    if plot is not None:
+        check_output_path(args, plot, '--plot')
     if args.model:
         _check_model(args.model)
     console = None if args.json else stdout_console()

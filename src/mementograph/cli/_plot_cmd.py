@@ -8,7 +8,7 @@ from pathlib import Path
 from .._plot import latest_session, save_sawtooth, sawtooth_from_log, sparkline
 from ..knowledge_graph.store import NotFoundError
 from ._commands import add_command
-from ._common import CliError, add_store_options, emit, store_from
+from ._common import CliError, add_store_options, check_output_path, emit, store_from
 
 __all__ = ('register',)
 
@@ -29,10 +29,7 @@ def _plot(args: argparse.Namespace) -> int:
     if not curve.context_tokens:
         raise CliError(f'session {session!r} has no model request in its log: nothing to plot', code=3)
     out = Path(args.out) if args.out else Path(f'mementograph-{session}.png')
-    if not out.parent.is_dir():
-        raise CliError(f'--out {out}: directory {out.parent} does not exist', code=2)
-    if out.is_dir():
-        raise CliError(f'--out {out} is a directory; give a file path (e.g. {out / "session.png"})', code=2)
+    check_output_path(args, out, '--out')
     save_sawtooth(curve, out)
     path = str(out.resolve())
     data = {**curve.to_json(), 'plot': path}

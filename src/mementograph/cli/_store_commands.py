@@ -14,7 +14,7 @@ from typing import Any
 
 from ..knowledge_graph.store import GraphStore, RecoveredBlock, recover_chain
 from ._commands import add_command
-from ._common import CliError, add_store_options, emit, require_session, store_from
+from ._common import CliError, add_store_options, check_output_path, emit, require_session, store_from
 
 __all__ = ('register',)
 
@@ -157,6 +157,8 @@ def _json_line(record: dict[str, Any]) -> str:
 
 
 def _export(args: argparse.Namespace) -> int:
+    if args.output not in (None, '-'):
+        check_output_path(args, Path(args.output), '--output')
     with store_from(args) as store:  # JSON lines, the one format (`--jsonl` says so explicitly)
         require_session(store, args.namespace, args.session)
         if args.events:

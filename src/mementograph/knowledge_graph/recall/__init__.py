@@ -20,6 +20,7 @@ from ._pages import (
 from ._query import QueryKey, QueryPlan, TimeRange, parse_time, plan_query, time_range_in
 from ._recall import (
     DENSE_METHODS,
+    MAX_QUERY_CHARS,
     METHODS,
     Fusion,
     Method,
@@ -37,6 +38,7 @@ from ._values import BlockInfo, EntityLookup, EntityPostings, Posting
 __all__ = (
     'DENSE_METHODS',
     'EMPTY_QUERY',
+    'MAX_QUERY_CHARS',
     'METHODS',
     'AmbiguousPageError',
     'BlockInfo',

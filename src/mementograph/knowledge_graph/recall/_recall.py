@@ -64,6 +64,10 @@ METHODS: Final[tuple[Method, ...]] = ('graph', 'bm25', 'fused')
 """The methods that need no embedding model."""
 DENSE_METHODS: Final[tuple[Method, ...]] = ('dense', 'hybrid')
 """The methods that need a dense index (`rank_blocks(dense=...)`)."""
+MAX_QUERY_CHARS: Final = 2_000
+"""A recall query is read up to this many characters. A model pasting a whole log into `recall` made each query
+cost seconds (400 kB: 45 s), past the store timeout, while the rest of its run waited; a question, a few names or
+an error message fit well within it."""
 _NAMED_CLASSES: Final = frozenset({'file', 'sym', 'cmd', 'err', 'url', 'num', 'ver', 'date', 'name', 'term'})
 
 
@@ -505,7 +509,10 @@ def _bm25(
     hits: list[TextHit] = store.search_text(
         ' '.join(terms), k=config.bm25_candidates, namespace=namespace, session_id=session_id
     )
-    for rank, hit in enumerate(hits, start=1):
+    rank, previous = 0, None
+    for position, hit in enumerate(hits, start=1):
+        if hit.score != previous:  # hits that tie share a rank: the ranking orders them by block id, not as listed
+            rank, previous = position, hit.score
         for block_id in hit.block_ids:
             if not block_id.startswith('blk_'):
                 continue
@@ -662,6 +669,7 @@ def rank_blocks(
         dense: a dense index over the scope's blocks (`DenseIndex`), for the methods `dense` and `hybrid`.
     """
     config = config or RecallConfig()
+    query = query[:MAX_QUERY_CHARS]
     if method in DENSE_METHODS and dense is None:
         raise ValueError(f'method {method!r} needs a dense index (dense=DenseIndex(embedding model))')
     window = _time_window(since, until)

@@ -46,6 +46,8 @@ def render_recall(
     recall was given, are named when nothing was found, since they may be what left it empty.
     """
     if not hits:
+        if len(query) > 200:  # echoed back, a pasted log would fill the context it was meant to spare
+            query = query[:197] + '...'
         window = ' '.join(f'{word} {value}' for word, value in (('since', since), ('until', until)) if value)
         if window:
             return f'Nothing archived {window} matches {query!r}; without the time range more may.'
@@ -59,7 +61,7 @@ def render_recall(
         if len(memento) > MAX_MEMENTO_CHARS:
             memento = memento[: MAX_MEMENTO_CHARS - 3].rstrip() + '...'
         when = f' {hit.started_at[:16]}' if hit.started_at else ''
-        entry = f'{rank}. {label(hit)} score {hit.score:.3f}{when} -- matched: {why}\n   ' + memento.replace(
+        entry = f'{rank}. {label(hit)} score {hit.score:.3g}{when} -- matched: {why}\n   ' + memento.replace(
             '\n', '\n   '
         )
         if used + len(entry) > max_chars and shown:

@@ -8,6 +8,7 @@ from __future__ import annotations
 
 import hashlib
 import json
+import os
 import re
 import sqlite3
 import threading
@@ -769,6 +770,7 @@ class SqliteStore:
         self._busy_timeout = busy_timeout
         self._lock = threading.RLock()
         self._conn = self._connect()
+        self._file_identity = self._identity()
         self._search_lock = threading.Lock()
         self._search_conn: sqlite3.Connection | None = None
         # derived state, current while `_version` (this connection's changes, others' commits) stays the same
@@ -988,6 +990,7 @@ class SqliteStore:
     def _write(self) -> Iterator[sqlite3.Connection]:
         with self._lock:
             conn = self._conn
+            self._check_file_identity()
             try:
                 conn.execute('BEGIN IMMEDIATE')
             except sqlite3.OperationalError as exc:
@@ -1007,6 +1010,25 @@ class SqliteStore:
                 if isinstance(exc, sqlite3.Error):
                     raise StoreUnavailableError(f'writing {self._where()} failed, nothing was written: {exc}') from exc
                 raise
+
+    def _identity(self) -> tuple[int, int] | None:
+        """The database file's `(device, inode)` (`None` in memory, or when it cannot be read)."""
+        if self._path is None:
+            return None
+        try:
+            found = os.stat(self._path)
+        except OSError:
+            return None
+        return found.st_dev, found.st_ino
+
+    def _check_file_identity(self) -> None:
+        """Refuse to write once the file was deleted or replaced under the open connection: SQLite would go on
+        writing to the unlinked file, and every eviction after that would vanish when the store is closed."""
+        if self._file_identity is not None and self._identity() != self._file_identity:
+            raise StoreUnavailableError(
+                f'{self._path} was deleted or replaced while this store had it open; nothing was written. '
+                'Open the store again (a new run, or open_store) to write to the file now at that path.'
+            )
 
     @property
     def uri(self) -> str:
