@@ -445,6 +445,8 @@ def test_create_agent_has_memento_on_by_default(store: GraphStore) -> None:
         ({'session_id': ' '}, '^session_id must be a non-empty str'),
         ({'namespace': ''}, '^namespace must be a non-empty str'),
         ({'store': 123}, '^store must be a GraphStore, a store URI or None, not int'),
+        ({'context_window': 1}, r'^a high-water mark of 1 \* 0\.\d+ tokens is under 1 token'),
+        ({'context_window': 100_000, 'max_fraction': 1e-9}, r'^a high-water mark of 100000 \* 1e-09 tokens'),
     ],
 )
 def test_a_setting_that_would_switch_compaction_off_is_refused_when_made(
@@ -818,3 +820,14 @@ def test_a_conversations_mementos_take_their_own_share(store: GraphStore) -> Non
         history = scripted_agent(model, [capability]).run_sync('Fix every module.').all_messages()
         histories.append([re.sub(r'(blk|mem)_[0-9a-f]+', 'ID', text) for text in stub_texts(history)])  # per session
     assert histories[0] == histories[1] and histories[0]
+
+
+async def test_a_window_too_small_for_a_mark_compacts_at_one_token(store: GraphStore) -> None:
+    """A model's window (here the fallback) that gives a mark under 1 token used to fail every request with
+    `high_water_tokens must be positive`; the mark is 1 token, and compaction does all it can."""
+    model = ScriptedModel(steps=6)
+    with warnings.catch_warnings(record=True) as caught:
+        warnings.simplefilter('always')
+        result = await scripted_agent(model, [MementoCompaction(store, fallback_context_window=1)]).run('Go.')
+    assert not [w for w in caught if issubclass(w.category, MementoWarning) and 'must be positive' in str(w.message)]
+    assert stub_texts(result.all_messages())  # blocks were evicted

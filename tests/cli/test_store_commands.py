@@ -168,6 +168,8 @@ def test_export_marks_an_altered_block_and_fails(
     assert f'1 block(s) fail their sha256 check (written with verified_sha256 false): {altered}' in captured.err
     assert main(['export', '--store', demo_run.data['store']]) == 0
     assert all(json.loads(line)['verified_sha256'] for line in capsys.readouterr().out.splitlines())
+    assert main(['recover', altered, '--store', f'sqlite://{copy}']) == 4  # a check failed, as export says
+    assert 'check failed' in capsys.readouterr().err
 
 
 def test_reindex_names_an_altered_block_once_without_a_python_warning(

@@ -170,3 +170,22 @@ def test_extractive_settings_reach_the_ingest_workers(locomo_slice: Path) -> Non
     stretched, verified = mementos(EngineSpec(extractive=(('dialogue_stretch', 2.0),)))
     assert stretched > flat  # dense sentences past the target: larger mementos, built in the worker processes
     assert verified == flat_verified
+
+
+@pytest.mark.parametrize('benchmark', ['locomo', 'longmemeval'])
+def test_an_empty_benchmark_or_a_count_below_one_is_a_bad_argument(
+    benchmark: str, tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    """An empty file ended in `KeyError: 'graph'` (LongMemEval) or a table of zeros (LoCoMo), and `--limit 0`,
+    `--limit -1` or `--workers 0` were taken."""
+    from mementograph.cli import main
+
+    empty = tmp_path / 'empty.json'
+    empty.write_text('[]')
+    assert main(['eval', benchmark, str(empty)]) == 2
+    assert 'no question to score' in capsys.readouterr().err
+    for option, value in (('--limit', '0'), ('--limit', '-1'), ('--workers', '0')):
+        with pytest.raises(SystemExit) as exited:
+            main(['eval', benchmark, str(empty), option, value])
+        assert exited.value.code == 2
+        assert 'expected a positive integer' in capsys.readouterr().err

@@ -335,6 +335,12 @@ class MementoCompaction(AbstractCapability[AgentDepsT]):
             raise ValueError('max_fraction must be in (0, 1]')
         if not 0 <= self.low_water < 1:
             raise ValueError('low_water must be in [0, 1)')
+        fraction = self.max_fraction or DEFAULT_MAX_FRACTION
+        if self.max_tokens is None and self.context_window is not None and int(self.context_window * fraction) < 1:
+            raise ValueError(  # else every request would fail with a mark of 0 tokens, as warnings only
+                f'a high-water mark of {self.context_window} * {fraction} tokens is under 1 token; '
+                'raise context_window or max_fraction, or set max_tokens'
+            )
         StoreCalls(self.store_timeout)  # a bad value fails here, not at the first request
         for name in ('memento_share', 'conversation_memento_share'):  # else every compaction would fail at run time
             if not 0 < getattr(self, name) <= 1:
@@ -522,7 +528,8 @@ class MementoCompaction(AbstractCapability[AgentDepsT]):
     def high_water(self, ctx: RunContext[Any]) -> int:
         if self.max_tokens is not None:
             return self.max_tokens
-        return int(self._window(ctx) * (self.max_fraction or DEFAULT_MAX_FRACTION))
+        # at least 1: a tiny window (a model's, or `fallback_context_window`) compacts all it can, not never
+        return max(1, int(self._window(ctx) * (self.max_fraction or DEFAULT_MAX_FRACTION)))
 
     def store_calls(self) -> StoreCalls:
         """The run's bounded store calls (one per run: it remembers a call that timed out until it returns)."""
@@ -540,7 +547,7 @@ class MementoCompaction(AbstractCapability[AgentDepsT]):
             state.compactor.close()
             self._state = self._latest_run = state = _RunState()
         state.run_id = ctx.run_id
-        high = self.high_water(ctx) - state.page_index_tokens
+        high = max(1, self.high_water(ctx) - state.page_index_tokens)
         if state.compactor is None:
             counter = TokenCounter(self.encoding or encoding_for_model(getattr(ctx.model, 'model_name', None)))
             judge: Judge | None = RubricJudge() if self.judge == 'default' else self.judge

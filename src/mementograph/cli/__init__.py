@@ -10,7 +10,7 @@ import sys
 from collections.abc import Sequence
 
 from .._tokens import TokenizerUnavailableError
-from ..knowledge_graph.store import NotFoundError, StoreError
+from ..knowledge_graph.store import BlockIntegrityError, NotFoundError, StoreError
 from ._commands import COMMANDS
 from ._common import CliError
 
@@ -84,6 +84,12 @@ def main(argv: Sequence[str] | None = None) -> int:
     except BrokenPipeError:  # e.g. `| head`: the reader is gone, nothing to report
         _quiet_stdout()
         return 141
+    except BlockIntegrityError as exc:  # a check failed, as `verify` and `export` report it
+        print(
+            f'mementograph: check failed: {exc} (`mementograph export` writes its bytes as they are, marked)',
+            file=sys.stderr,
+        )
+        return 4
     except (StoreError, TokenizerUnavailableError, ValueError, OSError) as exc:
         print(f'mementograph: error: {exc}', file=sys.stderr)
         return 1

@@ -47,6 +47,23 @@ def _ints(text: str) -> tuple[int, ...]:
     return values
 
 
+def _positive(text: str) -> int:
+    try:
+        value = int(text)
+    except ValueError:
+        raise argparse.ArgumentTypeError(f'expected a positive integer, got {text!r}') from None
+    if value < 1:
+        raise argparse.ArgumentTypeError(f'expected a positive integer, got {text!r}')
+    return value
+
+
+def _scored_any(path: Path, questions: dict[str, int], args: argparse.Namespace) -> None:
+    """A run that scored no question has no figures to show: say why instead of a table of zeros."""
+    if not questions.get('overall'):
+        limited = f' among the first {args.limit}' if args.limit else ''
+        raise CliError(f'{path}: no question to score{limited} (is it an empty benchmark file?)', code=2)
+
+
 def _methods(text: str) -> tuple[Method, ...]:
     names = tuple(part.strip() for part in text.split(',') if part.strip())
     unknown = [name for name in names if name not in ALL_METHODS]
@@ -92,6 +109,7 @@ def _locomo(args: argparse.Namespace) -> int:
             engine=_engine(args),
             progress=lambda doing: advance(0, f'LoCoMo: {path.name}: {doing}'),
         )
+    _scored_any(path, report.questions, args)
     text = '\n\n'.join(format_table(table) for table in locomo_tables(report))
     text += (
         f'\n\n{report.conversations} conversations, {report.turns} turns, {report.blocks} blocks '
@@ -126,6 +144,7 @@ def _longmemeval(args: argparse.Namespace) -> int:
             engine=_engine(args),
             progress=lambda doing: advance(0, f'LongMemEval: {path.name}: {doing}'),
         )
+    _scored_any(path, report.questions, args)
     text = '\n\n'.join(format_table(table) for table in longmemeval_tables(report))
     text += (
         f'\n\n{report.questions["overall"]} questions ({report.abstention_excluded} abstention questions excluded), '
@@ -162,11 +181,11 @@ def _common(parser: argparse.ArgumentParser, ks: Sequence[int]) -> None:
         help=f'methods to compare (default: {",".join(EVAL_METHODS)}, and {",".join(DENSE_METHODS)} with --embedding)',
     )
     add_embedding_option(parser, 'adds the methods dense and hybrid')
-    parser.add_argument('--limit', type=int, help='only the first N conversations / questions (a quick look)')
+    parser.add_argument('--limit', type=_positive, help='only the first N conversations / questions (a quick look)')
     add_memento_model_options(parser, 'answer retention and recall')
     parser.add_argument(
         '--workers',
-        type=int,
+        type=_positive,
         default=default_workers(),
         help="processes for ingest (default: %(default)s; each sends a session's blocks to a model at once)",
     )

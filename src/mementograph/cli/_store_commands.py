@@ -241,7 +241,11 @@ def register(commands: argparse._SubParsersAction[argparse.ArgumentParser]) -> N
     recover.add_argument('block_id', help='a block id (blk_...) or a memento id (mem_...), as `recall` shows them')
     add_store_options(recover)
     recover.add_argument('--session', help='only look in this session')
-    recover.add_argument('--raw', action='store_true', help='print the archived pydantic-ai JSON bytes exactly')
+    recover.add_argument(
+        '--raw',
+        action='store_true',
+        help='print the archived pydantic-ai JSON bytes exactly, one line per block (each followed by a newline)',
+    )
     recover.set_defaults(func=_recover)
 
     transcript = add_command(commands, 'transcript')
