@@ -148,3 +148,14 @@ def test_single_quoted_strings_and_lower_case_aggregates(
 def test_an_empty_eviction_namespace_answers_nothing(store: SqliteStore, unique_namespace: str) -> None:
     store.write_eviction(Eviction(session_id='s', namespace=unique_namespace))
     assert store.query('MATCH (b:EvictedBlock) RETURN b.id', namespace=unique_namespace) == []
+
+
+def test_a_block_text_filter_finds_the_block(store: SqliteStore, unique_namespace: str) -> None:
+    """Blocks keep no text on their row; the view used to show `''`, so `b.text CONTAINS ...` matched nothing."""
+    eviction, block, _ = make_eviction(session_history(2), session_id='s', namespace=unique_namespace)
+    store.write_eviction(eviction)
+    other, _, _ = make_eviction(session_history(1, prefix='zebra'), session_id='t', namespace=unique_namespace)
+    store.write_eviction(other)
+    cypher = 'MATCH (b:EvictedBlock) WHERE b.text CONTAINS $path RETURN b.id AS id'
+    assert store.query(cypher, namespace=unique_namespace, params={'path': 'src/mod_1.py'}) == [{'id': block.id}]
+    assert store.query(cypher, namespace=unique_namespace, params={'path': 'nowhere.py'}) == []

@@ -1756,10 +1756,19 @@ def _add_blocks(graph: Any, conn: sqlite3.Connection, namespace: str) -> None:
         'FROM blocks WHERE namespace = ? ORDER BY session_id, kind, seq, id',
         (namespace,),
     )
+    # a block's text is not stored on its row (the eviction's write stays small): the full-text index holds it, as
+    # rendered from the archived messages, ideographs spaced apart as FTS5 needs them (`text_columns`)
+    texts = dict(
+        conn.execute(
+            "SELECT item_id, text FROM text_fts WHERE namespace = ? AND item_id >= 'blk_' AND item_id < 'blk`'",
+            (namespace,),
+        )
+    )
     previous: tuple[str, str] | None = None  # (session_id, block id) of the last 'block' seen
     for row in rows:
         block_id, session_id, kind = row[0], row[1], row[3]
         props = dict(zip(_VIEW_BLOCK_COLUMNS, row, strict=True))
+        props['text'] = texts.get(block_id, props['text'])
         graph.add_node(block_id, __labels__={'EvictedBlock'}, namespace=namespace, **_present(props))
         graph.add_edge(block_id, _session_node(namespace, session_id), __labels__={'IN_SESSION'})
         if kind != 'block':

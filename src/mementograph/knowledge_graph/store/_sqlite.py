@@ -1896,6 +1896,7 @@ class SqliteStore:
         from ._cypher import sqlite_graph_view
 
         self._index_mentions()
+        self._index_text()  # blocks' text comes from the full-text index
         with self._read() as conn:
             version = (namespace, *_version(conn))
             cached = self._graph_cache
