@@ -326,3 +326,27 @@ def test_an_output_path_that_is_the_store_is_refused(
         assert 'is the store this command reads' in capsys.readouterr().err
     assert path.read_bytes() == before
     assert main(['stats', *store]) == 0
+
+
+def test_empty_names_odd_timeouts_and_empty_files_are_refused(
+    demo_run: DemoRun, tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    """`--namespace ''` meant `default` to `demo` and a namespace `''` to `stats`; `--session ''` meant the latest
+    session to `plot` and none to `verify`; `--timeout inf` failed inside the query; an empty file became a store."""
+    store = ['--store', demo_run.data['store']]
+    for argv, wrong in (
+        (['stats', '--namespace', ''], '--namespace: must not be empty'),
+        (['verify', '--session', ' '], '--session: must not be empty'),
+        (['plot', '--session', ''], '--session: must not be empty'),
+        (['query', 'MATCH (m:Memento) RETURN m.id AS id', '--timeout', 'inf'], 'positive, finite number of seconds'),
+        (['query', 'MATCH (m:Memento) RETURN m.id AS id', '--timeout', 'nan'], 'positive, finite number of seconds'),
+    ):
+        with pytest.raises(SystemExit) as exited:
+            main([*argv, *store])
+        assert exited.value.code == 2
+        assert wrong in capsys.readouterr().err
+    empty = tmp_path / 'empty.db'
+    empty.touch()
+    assert main(['stats', '--store', f'sqlite://{empty}']) == 3
+    assert 'is an empty file, not a store' in capsys.readouterr().err
+    assert empty.stat().st_size == 0  # left as it was

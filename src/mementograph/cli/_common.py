@@ -46,6 +46,14 @@ class CliError(Exception):
         self.code = code
 
 
+def non_empty(text: str) -> str:
+    """An id or name given on the command line: empty, it would be read as "every session" by one command and as
+    a session named `''` by another."""
+    if not text.strip():
+        raise argparse.ArgumentTypeError('must not be empty')
+    return text
+
+
 def add_store_options(parser: argparse.ArgumentParser, *, json_flag: bool = True) -> None:
     """`--store`, `--namespace` (and `--json`) for a subcommand."""
     parser.add_argument(
@@ -55,7 +63,10 @@ def add_store_options(parser: argparse.ArgumentParser, *, json_flag: bool = True
         '(default: $MEMENTOGRAPH_STORE, else the embedded store in the user data directory)',
     )
     parser.add_argument(
-        '--namespace', default=DEFAULT_NAMESPACE, help='namespace every read and write stays in (default: %(default)s)'
+        '--namespace',
+        default=DEFAULT_NAMESPACE,
+        type=non_empty,
+        help='namespace every read and write stays in (default: %(default)s)',
     )
     if json_flag:
         parser.add_argument('--json', action='store_true', help='print JSON instead of text')
@@ -128,7 +139,7 @@ def load_embedding(spec: str | None) -> EmbeddingModel | None:
 
 def _store_origin(args: argparse.Namespace) -> str:
     """Where the store URI came from, for messages: a wrong `$MEMENTOGRAPH_STORE` is otherwise hard to spot."""
-    if getattr(args, 'store', None):
+    if getattr(args, 'store', None) is not None:
         return '--store'
     return f'${STORE_ENV}' if os.environ.get(STORE_ENV) else 'the default store'
 
@@ -150,6 +161,13 @@ def store_from(args: argparse.Namespace, *, create: bool | str = False) -> Itera
         raise CliError(
             f'no store at {path} (from {_store_origin(args)}): nothing has been archived there yet; check the path, '
             'or archive something first (an agent with MementoCompaction, or `mementograph demo`)',
+            code=3,
+        )
+    if path is not None and not create and path.is_file() and path.stat().st_size == 0:
+        # an empty file is an empty SQLite database: opened, it would become a store and answer "nothing found"
+        raise CliError(
+            f'{path} (from {_store_origin(args)}) is an empty file, not a store: nothing has been archived there; '
+            'check the path',
             code=3,
         )
     if path is not None and isinstance(create, str) and not path.exists():

@@ -14,6 +14,7 @@ from ._common import (
     add_store_options,
     add_store_vectors_option,
     load_embedding,
+    non_empty,
     store_from,
 )
 
@@ -117,7 +118,9 @@ def register(commands: argparse._SubParsersAction[argparse.ArgumentParser]) -> N
         'Client configuration: docs/mcp.md.',
     )
     add_store_options(parser, json_flag=False)
-    parser.add_argument('--session', help='serve only this session (default: every session of the namespace)')
+    parser.add_argument(
+        '--session', type=non_empty, help='serve only this session (default: every session of the namespace)'
+    )
     parser.add_argument('--http', action='store_true', help='serve streamable HTTP instead of stdio')
     parser.add_argument(
         '--host',

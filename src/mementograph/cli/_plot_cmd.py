@@ -8,7 +8,7 @@ from pathlib import Path
 from .._plot import latest_session, save_sawtooth, sawtooth_from_log, sparkline
 from ..knowledge_graph.store import NotFoundError
 from ._commands import add_command
-from ._common import CliError, add_store_options, check_output_path, emit, store_from
+from ._common import CliError, add_store_options, check_output_path, emit, non_empty, store_from
 
 __all__ = ('register',)
 
@@ -53,7 +53,7 @@ def register(commands: argparse._SubParsersAction[argparse.ArgumentParser]) -> N
         'step logs the context size after it (logs of older versions: within a few tokens per stub after merges).',
     )
     add_store_options(plot)
-    plot.add_argument('--session', help='the session id (default: the latest session of the namespace)')
+    plot.add_argument('--session', type=non_empty, help='the session id (default: the latest session of the namespace)')
     plot.add_argument('--out', metavar='PATH', help='PNG path (default: ./mementograph-SESSION.png)')
     plot.add_argument('--budget', type=int, metavar='N', help='draw the high-water mark at N tokens')
     plot.set_defaults(func=_plot)

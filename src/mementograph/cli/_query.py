@@ -6,13 +6,14 @@ import argparse
 import base64
 import inspect
 import json
+import math
 from collections.abc import Mapping, Sequence
 from typing import Any
 
 from ..knowledge_graph.store import GraphStore
 from ..knowledge_graph.store._cypher import DEFAULT_QUERY_LIMIT, DEFAULT_QUERY_TIMEOUT
 from ._commands import add_command
-from ._common import CliError, add_store_options, emit, store_from
+from ._common import CliError, add_store_options, emit, non_empty, store_from
 
 __all__ = ('parse_param', 'register', 'run_query')
 
@@ -105,6 +106,16 @@ def _query(args: argparse.Namespace) -> int:
     return 0
 
 
+def _seconds(text: str) -> float:
+    try:
+        value = float(text)
+    except ValueError:
+        raise argparse.ArgumentTypeError(f'expected a number of seconds, got {text!r}') from None
+    if not math.isfinite(value) or value <= 0:
+        raise argparse.ArgumentTypeError(f'expected a positive, finite number of seconds, got {text!r}')
+    return value
+
+
 def register(commands: argparse._SubParsersAction[argparse.ArgumentParser]) -> None:
     """Add the `query` command."""
     query = add_command(
@@ -118,7 +129,7 @@ def register(commands: argparse._SubParsersAction[argparse.ArgumentParser]) -> N
         'cypher', metavar='CYPHER', help="e.g. 'MATCH (m:Memento {namespace: $namespace}) RETURN m.text'"
     )
     add_store_options(query)
-    query.add_argument('--session', help='bound to $session_id (default: null)')
+    query.add_argument('--session', type=non_empty, help='bound to $session_id (default: null)')
     query.add_argument(
         '--param', action='append', default=[], metavar='NAME=VALUE', help='a query parameter; VALUE is JSON or text'
     )
@@ -129,7 +140,7 @@ def register(commands: argparse._SubParsersAction[argparse.ArgumentParser]) -> N
     )
     query.add_argument(
         '--timeout',
-        type=float,
+        type=_seconds,
         help=f"seconds before the query is stopped (default: a Neo4j URI's query_timeout, else {DEFAULT_QUERY_TIMEOUT})",
     )
     query.set_defaults(func=_query)

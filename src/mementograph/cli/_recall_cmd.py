@@ -32,6 +32,7 @@ from ._common import (
     add_store_vectors_option,
     emit,
     load_embedding,
+    non_empty,
     require_session,
     store_from,
 )
@@ -204,7 +205,7 @@ def register(commands: argparse._SubParsersAction[argparse.ArgumentParser]) -> N
         parser, 'for dense and hybrid; stored vectors are read, blocks without one embedded (and stored)'
     )
     add_store_vectors_option(parser)
-    parser.add_argument('--session', help='one session (default: every session of the namespace)')
+    parser.add_argument('--session', type=non_empty, help='one session (default: every session of the namespace)')
     parser.add_argument('--since', metavar='TIME', help='only blocks that started at or after this ISO-8601 time')
     parser.add_argument('--until', metavar='TIME', help='only blocks that started before this ISO-8601 time')
     parser.set_defaults(func=_recall)
@@ -219,12 +220,12 @@ def register(commands: argparse._SubParsersAction[argparse.ArgumentParser]) -> N
     )
     add_store_options(embed)
     add_embedding_option(embed, 'required')
-    embed.add_argument('--session', help='one session (default: every session of the namespace)')
+    embed.add_argument('--session', type=non_empty, help='one session (default: every session of the namespace)')
     embed.set_defaults(func=_embed)
 
     pages = add_command(commands, 'pages')
     add_store_options(pages)
-    pages.add_argument('--session', help='the session (default: the most recent one)')
+    pages.add_argument('--session', type=non_empty, help='the session (default: the most recent one)')
     pages.add_argument('--page', help='a page id (pg_...) or number: print its blocks')
     pages.add_argument('--part', type=int, default=1, help='part of a long page (default: %(default)s)')
     pages.add_argument('--max-tokens', type=int, default=3_000, help='tokens per part (default: %(default)s)')

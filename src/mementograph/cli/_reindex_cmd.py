@@ -10,7 +10,7 @@ from dataclasses import asdict
 from ..knowledge_graph.entities import ENTITY_MODEL_ENV, default_mention_extractor, reindex_entities
 from ..knowledge_graph.store import NotFoundError
 from ._commands import add_command
-from ._common import CliError, add_store_options, emit, store_from
+from ._common import CliError, add_store_options, emit, non_empty, store_from
 from ._progress import progress_bar, wants_progress
 
 __all__ = ('register',)
@@ -64,5 +64,5 @@ def register(commands: argparse._SubParsersAction[argparse.ArgumentParser]) -> N
         f'${ENTITY_MODEL_ENV} names.',
     )
     add_store_options(parser)
-    parser.add_argument('--session', help='only this session (default: every session of the namespace)')
+    parser.add_argument('--session', type=non_empty, help='only this session (default: every session of the namespace)')
     parser.set_defaults(func=_reindex)

@@ -14,7 +14,7 @@ from typing import Any
 
 from ..knowledge_graph.store import GraphStore, RecoveredBlock, recover_chain
 from ._commands import add_command
-from ._common import CliError, add_store_options, check_output_path, emit, require_session, store_from
+from ._common import CliError, add_store_options, check_output_path, emit, non_empty, require_session, store_from
 
 __all__ = ('register',)
 
@@ -234,13 +234,13 @@ def register(commands: argparse._SubParsersAction[argparse.ArgumentParser]) -> N
     """Add the store commands."""
     stats = add_command(commands, 'stats')
     add_store_options(stats)
-    stats.add_argument('--session', help='only this session')
+    stats.add_argument('--session', type=non_empty, help='only this session')
     stats.set_defaults(func=_stats)
 
     recover = add_command(commands, 'recover')
     recover.add_argument('block_id', help='a block id (blk_...) or a memento id (mem_...), as `recall` shows them')
     add_store_options(recover)
-    recover.add_argument('--session', help='only look in this session')
+    recover.add_argument('--session', type=non_empty, help='only look in this session')
     recover.add_argument(
         '--raw',
         action='store_true',
@@ -250,13 +250,15 @@ def register(commands: argparse._SubParsersAction[argparse.ArgumentParser]) -> N
 
     transcript = add_command(commands, 'transcript')
     add_store_options(transcript)
-    transcript.add_argument('--session', required=True, help='the session id (see `mementograph stats`/`export`)')
+    transcript.add_argument(
+        '--session', type=non_empty, required=True, help='the session id (see `mementograph stats`/`export`)'
+    )
     transcript.set_defaults(func=_transcript)
 
     export = add_command(commands, 'export')
     add_store_options(export, json_flag=False)
     export.add_argument('--jsonl', action='store_true', help='one JSON object per evicted block (the default format)')
-    export.add_argument('--session', help='only this session')
+    export.add_argument('--session', type=non_empty, help='only this session')
     export.add_argument('--events', action='store_true', help='write the session event log instead of the blocks')
     export.add_argument('-o', '--output', help='file to write (default: stdout)')
     export.set_defaults(func=_export)

@@ -9,7 +9,7 @@ from typing import Any, Final
 
 from ..knowledge_graph.store import GraphStore, VerifyReport, verify_store
 from ._commands import add_command
-from ._common import CliError, add_store_options, emit, store_from
+from ._common import CliError, add_store_options, emit, non_empty, store_from
 
 __all__ = ('VERIFY_FAILED', 'register')
 
@@ -114,11 +114,13 @@ def register(commands: argparse._SubParsersAction[argparse.ArgumentParser]) -> N
         'verify',
     )
     add_store_options(verify)
-    verify.add_argument('--session', help='only this session')
+    verify.add_argument('--session', type=non_empty, help='only this session')
     verify.set_defaults(func=_verify)
 
     forget = add_command(commands, 'forget')
     add_store_options(forget)
-    forget.add_argument('--session', required=True, help='the session to delete (see `mementograph stats`)')
+    forget.add_argument(
+        '--session', type=non_empty, required=True, help='the session to delete (see `mementograph stats`)'
+    )
     forget.add_argument('--yes', action='store_true', help='do not ask for confirmation (needed without a terminal)')
     forget.set_defaults(func=_forget)
