@@ -403,6 +403,11 @@ def test_create_agent_has_memento_on_by_default(store: GraphStore) -> None:
     assert isinstance(typed.run_sync('A number.').output, int)
     custom = MementoCompaction(store, max_tokens=1234)
     assert 'MementoCompaction' in names(create_agent('test', memento=custom))
+    with pytest.raises(ValueError, match=r'pass yours as memento=MementoCompaction\(\.\.\.\), not in capabilities'):
+        create_agent('test', store=store, capabilities=[custom])
+    assert 'MementoCompaction' in names(create_agent('test', memento=False, capabilities=[custom]))
+    with pytest.raises(ValueError, match='memento=False turns off'):
+        create_agent('test', memento=False, store=store)  # the store was silently dropped
     with pytest.raises(ValueError):
         MementoCompaction(store, max_tokens=10, max_fraction=0.5)
     # a share outside (0, 1] is refused at once, not by every compaction of the run

@@ -88,6 +88,14 @@ def create_agent(
             `deps_type` keep their types in the agent's (`Agent[DepsT, OutputT]`).
     """
     extra = list(capabilities)
+    if any(isinstance(capability, MementoCompaction) for capability in extra) and memento is not False:
+        # pydantic-ai's own refusal of a second capability id talks about the capability's internals
+        raise ValueError(
+            'create_agent adds MementoCompaction itself: pass yours as memento=MementoCompaction(...), '
+            'not in capabilities'
+        )
+    if memento is False and store is not None:
+        raise ValueError('store= is the store of memento compaction, which memento=False turns off: drop one')
     if memento is True:
         extra.insert(0, MementoCompaction(store=store))
     elif isinstance(memento, MementoCompaction):
