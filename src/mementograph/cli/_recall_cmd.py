@@ -138,6 +138,9 @@ def _latest_session(store: GraphStore, namespace: str) -> str:
 
 
 def _pages(args: argparse.Namespace) -> int:
+    if args.part is not None and args.page is None:
+        raise CliError('--part picks a part of one page: give --page too', code=2)
+    args.part = 1 if args.part is None else args.part
     if args.part < 1 or args.max_tokens < 20:
         raise CliError(f'--part must be at least 1 and --max-tokens at least 20, not {args.part} / {args.max_tokens}',
                        code=2)  # fmt: skip
@@ -227,6 +230,6 @@ def register(commands: argparse._SubParsersAction[argparse.ArgumentParser]) -> N
     add_store_options(pages)
     pages.add_argument('--session', type=non_empty, help='the session (default: the most recent one)')
     pages.add_argument('--page', help='a page id (pg_...) or number: print its blocks')
-    pages.add_argument('--part', type=int, default=1, help='part of a long page (default: %(default)s)')
+    pages.add_argument('--part', type=int, help='part of a long page, with --page (default: 1)')
     pages.add_argument('--max-tokens', type=int, default=3_000, help='tokens per part (default: %(default)s)')
     pages.set_defaults(func=_pages)

@@ -811,6 +811,11 @@ class SqliteStore:
             conn.close()
             if 'locked' in str(exc) or 'busy' in str(exc):
                 raise StoreBusyError(self._busy_message()) from exc
+            if self._path is not None and not os.access(self._path.parent, os.W_OK):
+                raise StoreUnavailableError(
+                    f'cannot use {self._where()}: {exc}; the store writes its -wal and -shm files beside the database '
+                    f'(even to read it), and {self._path.parent} is read-only: copy the file to a writable directory'
+                ) from exc
             raise StoreUnavailableError(f'cannot use {self._where()}: {exc}') from exc
         except StoreError:
             conn.close()
