@@ -189,3 +189,14 @@ def test_an_empty_benchmark_or_a_count_below_one_is_a_bad_argument(
             main(['eval', benchmark, str(empty), option, value])
         assert exited.value.code == 2
         assert 'expected a positive integer' in capsys.readouterr().err
+
+
+def test_eval_locomo_refuses_a_bad_store_uri_as_a_bad_argument(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    from mementograph.cli import main
+
+    benchmark = tmp_path / 'b.json'
+    benchmark.write_text('[]')
+    assert main(['eval', 'locomo', str(benchmark), '--store', 'foo://x']) == 2  # was 1, after reading the file
+    assert "unknown store URI 'foo://x'" in capsys.readouterr().err

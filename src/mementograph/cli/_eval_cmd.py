@@ -23,6 +23,7 @@ from ..eval import (
     longmemeval_tables,
 )
 from ..knowledge_graph.recall import DENSE_METHODS, Method
+from ..knowledge_graph.store import check_store_uri
 from ._commands import add_command
 from ._common import (
     CliError,
@@ -96,6 +97,10 @@ def _progress(args: argparse.Namespace, message: str) -> None:
 
 def _locomo(args: argparse.Namespace) -> int:
     path = _path(args)
+    try:
+        check_store_uri(args.store)  # before the ingest, and a bad argument as for every other command
+    except ValueError as exc:
+        raise CliError(f'{exc} (from --store)', code=2) from None
     _progress(args, f'ingesting {path.name} through the memento engine ({args.workers} workers), then ranking ...')
     with progress_bar(f'LoCoMo: {path.name}', None, enabled=wants_progress(args.json)) as advance:
         report = evaluate_locomo(
