@@ -55,7 +55,8 @@ def test_recall_command(store_uri: str, capsys: pytest.CaptureFixture[str]) -> N
     [
         (['recall', ' '], 'recall needs a query'),
         (['recall', 'adoption', '--k', '0'], '--k must be at least 1, not 0'),
-        (['pages', '--part', '0'], '--part must be at least 1'),
+        (['pages', '--page', '1', '--part', '0'], '--part must be at least 1'),
+        (['pages', '--part', '2'], '--part picks a part of one page: give --page too'),
         (['pages', '--max-tokens', '5'], '--max-tokens at least 20'),
     ],
 )
