@@ -338,8 +338,8 @@ def test_empty_names_odd_timeouts_and_empty_files_are_refused(
         (['stats', '--namespace', ''], '--namespace: must not be empty'),
         (['verify', '--session', ' '], '--session: must not be empty'),
         (['plot', '--session', ''], '--session: must not be empty'),
-        (['query', 'MATCH (m:Memento) RETURN m.id AS id', '--timeout', 'inf'], 'positive, finite number of seconds'),
-        (['query', 'MATCH (m:Memento) RETURN m.id AS id', '--timeout', 'nan'], 'positive, finite number of seconds'),
+        (['query', 'MATCH (m:Memento) RETURN m.id AS id', '--timeout', 'inf'], 'expected a finite number of seconds'),
+        (['query', 'MATCH (m:Memento) RETURN m.id AS id', '--timeout', 'nan'], 'expected a finite number of seconds'),
     ):
         with pytest.raises(SystemExit) as exited:
             main([*argv, *store])
