@@ -305,8 +305,7 @@ def test_blocks_that_tie_in_full_text_share_its_rank_and_show_their_score(tmp_pa
     listing order contradicted the order shown, and a score of 2e-06 was printed as 0.000."""
     store = open_store(f'sqlite://{tmp_path / "m.db"}')
     blocks = tuple(
-        BlockRecord.from_messages(session_history(1), session_id='s', seq=i, tokens=5, text='module notes')
-        for i in range(4)
+        BlockRecord.from_messages(session_history(1), session_id='s', seq=i, tokens=5, text='') for i in range(4)
     )
     store.write_eviction(Eviction(session_id='s', blocks=blocks))
     hits = recall(store, 'check', 4, method='bm25', session_id=None)
