@@ -335,11 +335,10 @@ class MementoCompaction(AbstractCapability[AgentDepsT]):
             raise ValueError('max_fraction must be in (0, 1]')
         if not 0 <= self.low_water < 1:
             raise ValueError('low_water must be in [0, 1)')
-        fraction = self.max_fraction or DEFAULT_MAX_FRACTION
-        if self.max_tokens is None and self.context_window is not None and int(self.context_window * fraction) < 1:
+        if self.max_tokens is None and self.context_window is not None and self._mark(self.context_window) < 1:
             raise ValueError(  # else every request would fail with a mark of 0 tokens, as warnings only
-                f'a high-water mark of {self.context_window} * {fraction} tokens is under 1 token; '
-                'raise context_window or max_fraction, or set max_tokens'
+                f'a high-water mark of {self.context_window} * {self.max_fraction or DEFAULT_MAX_FRACTION} tokens '
+                'is under 1 token; raise context_window or max_fraction, or set max_tokens'
             )
         StoreCalls(self.store_timeout)  # a bad value fails here, not at the first request
         for name in ('memento_share', 'conversation_memento_share'):  # else every compaction would fail at run time
@@ -529,7 +528,11 @@ class MementoCompaction(AbstractCapability[AgentDepsT]):
         if self.max_tokens is not None:
             return self.max_tokens
         # at least 1: a tiny window (a model's, or `fallback_context_window`) compacts all it can, not never
-        return max(1, int(self._window(ctx) * (self.max_fraction or DEFAULT_MAX_FRACTION)))
+        return max(1, self._mark(self._window(ctx)))
+
+    def _mark(self, window: int) -> int:
+        """The high-water mark `max_fraction` of `window` gives."""
+        return int(window * (self.max_fraction or DEFAULT_MAX_FRACTION))
 
     def store_calls(self) -> StoreCalls:
         """The run's bounded store calls (one per run: it remembers a call that timed out until it returns)."""

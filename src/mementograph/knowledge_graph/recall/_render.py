@@ -14,6 +14,8 @@ EMPTY_QUERY: Final = 'Give a query: the names, files, errors or values you are l
 
 MAX_MEMENTO_CHARS: Final = 700
 """Characters of each memento shown; the full block is one `recover_block` away."""
+_QUERY_ECHO_CHARS: Final = 200
+"""Characters of the query an empty answer quotes."""
 
 
 def _why(hit: RecallHit) -> str:
@@ -46,8 +48,8 @@ def render_recall(
     recall was given, are named when nothing was found, since they may be what left it empty.
     """
     if not hits:
-        if len(query) > 200:  # echoed back, a pasted log would fill the context it was meant to spare
-            query = query[:197] + '...'
+        if len(query) > _QUERY_ECHO_CHARS:  # echoed back, a pasted log would fill the context it was meant to spare
+            query = query[: _QUERY_ECHO_CHARS - 3] + '...'
         window = ' '.join(f'{word} {value}' for word, value in (('since', since), ('until', until)) if value)
         if window:
             return f'Nothing archived {window} matches {query!r}; without the time range more may.'
