@@ -5,15 +5,17 @@ ROOT="$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd)"
 VENV="${MEMENTOGRAPH_VENV:-$ROOT/.venv}"
 PYTHON="${PYTHON:-python3}"
 
-if ! command -v "$PYTHON" >/dev/null 2>&1; then
-  echo "mementograph: $PYTHON not found; install Python 3.11 or newer (or set PYTHON=/path/to/python3.11)" >&2
-  exit 1
-fi
-if ! "$PYTHON" -c 'import sys; sys.exit(sys.version_info < (3, 11))'; then
-  echo "mementograph: needs Python >= 3.11, $PYTHON is $("$PYTHON" -V 2>&1); set PYTHON=/path/to/python3.11" >&2
-  exit 1
-fi
+# Python is checked only when the venv is made: an existing venv's own python is what runs (and a pyenv shim
+# costs ~0.2 s a call, which every command would pay).
 if [ ! -x "$VENV/bin/python" ]; then
+  if ! command -v "$PYTHON" >/dev/null 2>&1; then
+    echo "mementograph: $PYTHON not found; install Python 3.11 or newer (or set PYTHON=/path/to/python3.11)" >&2
+    exit 1
+  fi
+  if ! "$PYTHON" -c 'import sys; sys.exit(sys.version_info < (3, 11))'; then
+    echo "mementograph: needs Python >= 3.11, $PYTHON is $("$PYTHON" -V 2>&1); set PYTHON=/path/to/python3.11" >&2
+    exit 1
+  fi
   echo "mementograph: creating $VENV" >&2
   "$PYTHON" -m venv "$VENV"
 fi
