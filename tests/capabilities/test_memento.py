@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import logging
 import re
+import sqlite3
 import warnings
 from collections.abc import AsyncIterable
 from datetime import UTC, datetime, timedelta, timezone
@@ -31,7 +32,7 @@ from mementograph.capabilities._layout import layout, stub_info
 from mementograph.capabilities._toolset import paginate
 from mementograph.knowledge_graph.memory import BlockInput, render_block
 from mementograph.knowledge_graph.recall import EMPTY_QUERY
-from mementograph.knowledge_graph.store import GraphStore, verify_store
+from mementograph.knowledge_graph.store import GraphStore, recover_chain, verify_store
 from tests.scripted import ScriptedModel, is_original, scripted_agent, stub_texts
 
 TOOLS = ['compact_context', 'read_file', 'recall', 'recover_block', 'retrieve_page', 'run_tests']
@@ -106,6 +107,29 @@ async def test_model_can_recover_an_evicted_block(store: GraphStore) -> None:
     assert 'sha256 verified' in str(recovered.content)
     original_text = render_block(store.recover_block(block.id, session_id='s2').messages)
     assert original_text.splitlines()[1] in str(recovered.content)
+
+
+async def test_recovering_a_memento_over_an_altered_block_shows_the_others(tmp_path: Path) -> None:
+    path = tmp_path / 'm.db'
+    store = open_store(f'sqlite://{path}')
+    model = ScriptedModel(steps=20)
+    agent = scripted_agent(model, [MementoCompaction(store, max_tokens=2_000, session_id='s')])
+    first = await agent.run('Fix every module.')
+    merged = max(store.list_mementos(session_id='s'), key=lambda memento: memento.level)
+    under = [block.record.id for block in recover_chain(store, merged.id)]
+    assert merged.level >= 2 and len(under) >= 3
+    altered = under[1]
+    with sqlite3.connect(path) as conn:  # a disk that changed the block's bytes behind the store's back
+        conn.execute("UPDATE blocks SET messages_json = replace(messages_json, 'a', 'e') WHERE id = ?", (altered,))
+    model.extra_calls = [ToolCallPart('recover_block', {'block_id': merged.id}, tool_call_id='rec_1')]
+    model.steps, model.made = 0, 0
+
+    second = await agent.run('Show me what that memento holds.', message_history=first.all_messages())
+
+    returns = [p for m in second.new_messages() for p in getattr(m, 'parts', []) if isinstance(p, ToolReturnPart)]
+    content = str(next(p for p in returns if p.tool_name == 'recover_block').content)
+    assert content.startswith(f'[1 block under {merged.id} failed the integrity check and is not shown: {altered}]')
+    assert f'[block {under[0]}: messages ' in content and f'[block {altered}: messages' not in content
 
 
 async def test_continued_conversation_does_not_rearchive(store: GraphStore) -> None:

@@ -16,7 +16,7 @@ import pytest
 
 from mementograph.cli import build_parser, main
 from mementograph.cli._commands import COMMANDS
-from mementograph.knowledge_graph.store import open_store, sqlite_path
+from mementograph.knowledge_graph.store import open_store, recover_chain, sqlite_path
 from tests.cli.conftest import MEMENTOGRAPH, DemoRun, fresh_home_env
 
 
@@ -170,6 +170,32 @@ def test_export_marks_an_altered_block_and_fails(
     assert all(json.loads(line)['verified_sha256'] for line in capsys.readouterr().out.splitlines())
     assert main(['recover', altered, '--store', f'sqlite://{copy}']) == 4  # a check failed, as export says
     assert 'check failed' in capsys.readouterr().err
+
+
+def test_recover_of_a_memento_over_an_altered_block_prints_the_others_and_fails(
+    demo_run: DemoRun, tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    copy, altered = altered_copy(demo_run, tmp_path)
+    store = open_store(demo_run.data['store'])
+    try:
+        chains = {m.id: [b.record.id for b in recover_chain(store, m.id)] for m in store.list_mementos()}
+    finally:
+        store.close()
+    memento_id, blocks = max(((m, ids) for m, ids in chains.items() if altered in ids), key=lambda pair: len(pair[1]))
+    others = [block_id for block_id in blocks if block_id != altered]
+    assert others, 'a merged memento of the demo should cover the altered block and others'
+
+    assert main(['recover', memento_id, '--store', f'sqlite://{copy}', '--json']) == 4
+    captured = capsys.readouterr()
+    data = json.loads(captured.out)
+    assert [block['block_id'] for block in data['blocks']] == others and data['failed_sha256_check'] == [altered]
+    assert f'1 of {len(blocks)} blocks under memento {memento_id}' in captured.err and 'check failed' in captured.err
+    assert main(['recover', memento_id, '--store', f'sqlite://{copy}']) == 4
+    out = capsys.readouterr().out
+    assert f'{len(blocks)} blocks; 1 failed the sha256 check and is not shown: {altered}' in out
+    assert all(f'block {block_id}  session ' in out for block_id in others) and f'block {altered}  ' not in out
+    assert main(['recover', memento_id, '--store', f'sqlite://{copy}', '--raw']) == 4
+    assert len(capsys.readouterr().out.splitlines()) == len(others)
 
 
 def test_reindex_names_an_altered_block_once_without_a_python_warning(

@@ -7,6 +7,7 @@ import asyncio
 import json
 import logging
 import re
+import sqlite3
 import threading
 import time
 import uuid
@@ -23,6 +24,7 @@ from pydantic_ai.embeddings.result import EmbedInputType
 from pydantic_ai.messages import ModelMessagesTypeAdapter
 
 from mementograph.eval import Dialogue, DialogueIngestor, IngestedDialogue, Segment, Turn
+from mementograph.knowledge_graph import Eviction, MementoRecord, memento_id_for
 from mementograph.knowledge_graph.dense import BackgroundSync, DenseIndex
 from mementograph.knowledge_graph.store import GraphStore, open_store
 from mementograph.mcp import MemoryTools, _server, create_server
@@ -185,6 +187,37 @@ async def test_recover_block_returns_the_archived_messages(memory_file: MemoryFi
         header, body = texts(await client.call_tool('recover_block', {'block_id': memento.id}))
         assert [b['block_id'] for b in json.loads(body)['blocks']] == list(memento.summarizes)
     store.close()
+
+
+async def test_a_memento_over_an_altered_block_returns_the_others_and_names_it(tmp_path: Path) -> None:
+    path = tmp_path / 'altered.db'
+    store = open_store(f'sqlite://{path}')
+    try:
+        ingested = await DialogueIngestor(min_tokens=40, page_policy=PAGES).ingest(store, small_dialogue('conv'))
+        first, second = (eviction.mementos[0] for eviction in ingested.evictions[:2])
+        top = MementoRecord(
+            id=memento_id_for('default', 'conv', [first.id, second.id]),
+            session_id='conv',
+            namespace='default',
+            text='both',
+            tokens=1,
+            summarizes=(first.id, second.id),
+            level=2,
+            compressor='extractive',
+        )
+        store.write_eviction(Eviction(session_id='conv', namespace='default', mementos=(top,)))
+    finally:
+        store.close()
+    altered, kept = first.summarizes[0], second.summarizes[0]
+    with sqlite3.connect(path) as conn:  # a disk that changed the block's bytes behind the store's back
+        conn.execute("UPDATE blocks SET messages_json = replace(messages_json, 'a', 'e') WHERE id = ?", (altered,))
+    async with in_process(f'sqlite://{path}') as client:
+        header, body = texts(await client.call_tool('recover_block', {'block_id': top.id}))
+        assert f'Recovered 1 block for {top.id}' in header
+        assert f'1 more block failed the sha256 check and is not returned: {altered}' in header
+        document = json.loads(body)
+        assert [b['block_id'] for b in document['blocks']] == [kept] and document['failed_sha256_check'] == [altered]
+        assert 'failed its sha256 check' in error(await client.call_tool('recover_block', {'block_id': altered}))
 
 
 async def test_long_answers_come_in_parts_that_concatenate(

@@ -36,6 +36,8 @@ from mementograph.knowledge_graph import (
 from mementograph.knowledge_graph.store import (
     BlockIntegrityError,
     BlockNotFoundError,
+    ChainIntegrityError,
+    GraphStore,
     LogConflictError,
     MementoNotFoundError,
     NotFoundError,
@@ -175,8 +177,10 @@ def test_tampered_block_raises_integrity_error(backend: Backend) -> None:
         store.recover_block(block.id, namespace=ns)
 
 
-def test_memento_links_and_chains(backend: Backend) -> None:
-    store, ns = backend.store, backend.namespace
+def write_two_block_chain(
+    store: GraphStore, ns: str
+) -> tuple[BlockRecord, BlockRecord, MementoRecord, MementoRecord, MementoRecord]:
+    """Two blocks of session `s`, their mementos, and a memento of those two mementos (level 2)."""
     ev1, block1, memento1 = make_eviction(session_history(1), session_id='s', namespace=ns, seq=0, memento_text='m1')
     ev2, block2, memento2 = make_eviction(
         session_history(2)[4:], session_id='s', namespace=ns, seq=4, memento_text='m2'
@@ -194,6 +198,12 @@ def test_memento_links_and_chains(backend: Backend) -> None:
         compressor='extractive',
     )
     store.write_eviction(Eviction(session_id='s', namespace=ns, mementos=(top,)))
+    return block1, block2, memento1, memento2, top
+
+
+def test_memento_links_and_chains(backend: Backend) -> None:
+    store, ns = backend.store, backend.namespace
+    block1, block2, memento1, memento2, top = write_two_block_chain(store, ns)
 
     assert store.memento_of(block1.id, namespace=ns) == memento1
     assert store.memento_of(memento2.id, namespace=ns) == top
@@ -206,6 +216,21 @@ def test_memento_links_and_chains(backend: Backend) -> None:
     stats = store.stats(namespace=ns)
     assert (stats.blocks, stats.mementos, stats.verified_mementos) == (2, 3, 2)
     assert stats.tokens_saved == block1.tokens + block2.tokens - memento1.tokens - memento2.tokens
+
+
+def test_a_chain_with_a_tampered_block_names_it_and_keeps_the_others(backend: Backend) -> None:
+    store, ns = backend.store, backend.namespace
+    block1, block2, _, _, top = write_two_block_chain(store, ns)
+    backend.tamper(block1.id)
+
+    with pytest.raises(ChainIntegrityError, match=f'1 of 2 blocks under memento {top.id}.*{block1.id}') as failed:
+        recover_chain(store, top.id, namespace=ns)
+    assert failed.value.damaged == (block1.id,)
+    assert [b.record.id for b in failed.value.recovered] == [block2.id]
+    assert failed.value.recovered[0].messages == store.recover_block(block2.id, namespace=ns).messages
+    with pytest.raises(BlockIntegrityError) as plain:  # a block asked for by its own id: nothing to keep
+        recover_chain(store, block1.id, namespace=ns)
+    assert not isinstance(plain.value, ChainIntegrityError)
 
 
 def test_eviction_rejects_records_of_another_session(backend: Backend) -> None:

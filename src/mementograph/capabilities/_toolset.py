@@ -16,7 +16,13 @@ from pydantic_ai.toolsets import FunctionToolset
 from .._threads import in_thread
 from ..knowledge_graph.memory import render_block
 from ..knowledge_graph.recall import EMPTY_QUERY, out_of_range, recall, render_recall, retrieve_page
-from ..knowledge_graph.store import BlockIntegrityError, NotFoundError, StoreError, recover_chain
+from ..knowledge_graph.store import (
+    BlockIntegrityError,
+    ChainIntegrityError,
+    NotFoundError,
+    StoreError,
+    recover_chain,
+)
 from ._events import MementoRecoveredEvent, MementoWarning
 
 if TYPE_CHECKING:
@@ -99,12 +105,15 @@ class MementoToolset(FunctionToolset[AgentDepsT]):
     async def _recover_block(self, ctx: RunContext[AgentDepsT], block_id: str, page: int) -> str:
         capability = self._run_capability(ctx)
         session = capability.resolve_session_id(ctx)
+        damaged: tuple[str, ...] = ()
         try:
             blocks = await capability.store_calls()(
                 recover_chain, capability.graph_store, block_id, namespace=capability.namespace, session_id=session
             )
         except NotFoundError:
             return f'No archived block {block_id!r} in this session. Use the id a memento names.'
+        except ChainIntegrityError as exc:  # the blocks that passed are still the agent's
+            blocks, damaged = list(exc.recovered), exc.damaged
         except BlockIntegrityError as exc:
             return f'Block {block_id!r} failed its integrity check and was not returned: {exc}'
         capability._state.recovered += 1
@@ -117,6 +126,12 @@ class MementoToolset(FunctionToolset[AgentDepsT]):
             + render_block(b.messages)
             for b in blocks
         ]
+        if damaged:  # first, so that the first page says it
+            parts.insert(
+                0,
+                f'[{len(damaged)} block{"s" * (len(damaged) != 1)} under {block_id} failed the integrity check and '
+                f'{"are" if len(damaged) != 1 else "is"} not shown: {", ".join(damaged)}]',
+            )
         return paginate(
             '\n\n'.join(parts),
             page,

@@ -12,7 +12,7 @@ from dataclasses import asdict
 from pathlib import Path
 from typing import Any
 
-from ..knowledge_graph.store import GraphStore, RecoveredBlock, recover_chain
+from ..knowledge_graph.store import ChainIntegrityError, GraphStore, RecoveredBlock, recover_chain
 from ._commands import add_command
 from ._common import CliError, add_store_options, check_output_path, emit, non_empty, require_session, store_from
 
@@ -79,17 +79,28 @@ def _block_text(recovered: RecoveredBlock) -> str:
 
 def _recover(args: argparse.Namespace) -> int:
     # A memento id (what `recall` shows) recovers every block under it, as the agent's tool does.
+    damaged: ChainIntegrityError | None = None
     with store_from(args) as store:
-        blocks = recover_chain(store, args.block_id, namespace=args.namespace, session_id=args.session)
+        try:
+            blocks = recover_chain(store, args.block_id, namespace=args.namespace, session_id=args.session)
+        except ChainIntegrityError as exc:  # the blocks that passed are printed, then the check's failure (exit 4)
+            blocks, damaged = list(exc.recovered), exc
     if args.raw:  # one line of archived bytes per block, in session order
         sys.stdout.buffer.write(b''.join(block.record.messages_json + b'\n' for block in blocks))
-        return 0
-    if not args.block_id.startswith('mem_'):
+    elif not args.block_id.startswith('mem_'):
         emit(args, _block_data(blocks[0]), _block_text(blocks[0]))
-        return 0
-    data = {'memento_id': args.block_id, 'blocks': [_block_data(block) for block in blocks]}
-    text = f'memento {args.block_id} summarizes {len(blocks)} block{"s" * (len(blocks) != 1)}\n\n'
-    emit(args, data, text + '\n\n'.join(_block_text(block) for block in blocks))
+    else:
+        data: dict[str, Any] = {'memento_id': args.block_id, 'blocks': [_block_data(block) for block in blocks]}
+        failed = damaged.damaged if damaged is not None else ()
+        total = len(blocks) + len(failed)
+        text = f'memento {args.block_id} summarizes {total} block{"s" * (total != 1)}'
+        if failed:
+            data['failed_sha256_check'] = list(failed)
+            text += f'; {len(failed)} failed the sha256 check and {"is" if len(failed) == 1 else "are"} not shown: '
+            text += ', '.join(failed)
+        emit(args, data, text + '\n\n' + '\n\n'.join(_block_text(block) for block in blocks))
+    if damaged is not None:
+        raise damaged
     return 0
 
 

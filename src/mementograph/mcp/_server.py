@@ -42,6 +42,7 @@ from ..knowledge_graph.recall import (
 from ..knowledge_graph.store import (
     NEO4J_SCHEMES,
     BlockIntegrityError,
+    ChainIntegrityError,
     GraphStore,
     NotFoundError,
     ReadOnlyViolationError,
@@ -279,9 +280,12 @@ class MemoryTools:
         of all parts in order gives the whole document."""
         session = self._session(session_id)
         wanted = block_id.strip()
+        damaged: tuple[str, ...] = ()
         with self._store_errors():
             try:
                 blocks = recover_chain(self.store, wanted, namespace=self.scope.namespace, session_id=session)
+            except ChainIntegrityError as exc:  # the blocks that passed are still returned
+                blocks, damaged = list(exc.recovered), exc.damaged
             except NotFoundError:
                 raise ToolError(
                     f'No archived block {wanted!r} in {self._where(session)}. Use an id that a memento, '
@@ -307,6 +311,8 @@ class MemoryTools:
                 for block in blocks
             ],
         }
+        if damaged:
+            document['failed_sha256_check'] = list(damaged)
         pieces = _parts(json.dumps(document, ensure_ascii=False))
         index, piece = _pick(pieces, part)
         listed = [
@@ -320,6 +326,11 @@ class MemoryTools:
             f'Recovered {len(blocks)} block{"s" if len(blocks) != 1 else ""} for {wanted}, sha256 verified, '
             f'byte-exact: {", ".join(listed)}. JSON part {index} of {len(pieces)}'
         )
+        if damaged:
+            header += (
+                f'; {len(damaged)} more block{"s" if len(damaged) != 1 else ""} failed the sha256 check and '
+                f'{"are" if len(damaged) != 1 else "is"} not returned: {", ".join(damaged)}'
+            )
         header += f'; next: recover_block("{wanted}", part={index + 1})' if index < len(pieces) else ''
         return CallToolResult(
             content=[TextContent(type='text', text=header + '.'), TextContent(type='text', text=piece)]

@@ -4,6 +4,7 @@ from ._base import check_block, recover_chain
 from ._errors import (
     BlockIntegrityError,
     BlockNotFoundError,
+    ChainIntegrityError,
     LogConflictError,
     MementoNotFoundError,
     NotFoundError,
@@ -40,6 +41,7 @@ __all__ = (
     'BlockIntegrityError',
     'BlockLink',
     'BlockNotFoundError',
+    'ChainIntegrityError',
     'GraphLinks',
     'GraphStore',
     'LogConflictError',

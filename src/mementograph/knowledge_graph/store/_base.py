@@ -10,7 +10,14 @@ from itertools import pairwise
 
 from ..._text import IDEOGRAPH_RUN, IDEOGRAPHS, character_pairs, without_particle
 from .._schema import DEFAULT_NAMESPACE, BlockRecord, Mention, PageRecord, SessionEvent
-from ._errors import BlockIntegrityError, BlockNotFoundError, LogConflictError, NotFoundError, PageConflictError
+from ._errors import (
+    BlockIntegrityError,
+    BlockNotFoundError,
+    ChainIntegrityError,
+    LogConflictError,
+    NotFoundError,
+    PageConflictError,
+)
 from ._protocol import GraphStore, RecoveredBlock
 
 __all__ = (
@@ -128,10 +135,16 @@ def recover_chain(
     store: GraphStore, item_id: str, *, namespace: str = DEFAULT_NAMESPACE, session_id: str | None = None
 ) -> list[RecoveredBlock]:
     """Recover a block, or every block under a memento (following `SUMMARIZES` through mementos of mementos),
-    in session order."""
+    in session order.
+
+    Raises:
+        BlockIntegrityError: The block failed its check. Under a memento, a `ChainIntegrityError` raised once the
+            whole chain was read: it names the blocks that failed and carries the others.
+    """
     if not item_id.startswith('mem_'):
         return [store.recover_block(item_id, namespace=namespace, session_id=session_id)]
     blocks: list[RecoveredBlock] = []
+    damaged: dict[str, BlockIntegrityError] = {}
     pending = [item_id]
     seen: set[str] = set()
     while pending:
@@ -142,9 +155,20 @@ def recover_chain(
         if current.startswith('mem_'):
             memento = store.get_memento(current, namespace=namespace, session_id=session_id)
             pending[0:0] = list(memento.summarizes)
-        else:
+            continue
+        try:
             blocks.append(store.recover_block(current, namespace=namespace, session_id=session_id))
-    return sorted(blocks, key=lambda block: block.record.seq)
+        except BlockIntegrityError as exc:
+            damaged[current] = exc
+    blocks.sort(key=lambda block: block.record.seq)
+    if damaged:
+        raise ChainIntegrityError(
+            f'{len(damaged)} of {len(damaged) + len(blocks)} blocks under memento {item_id} failed their integrity '
+            f'check and are not returned: ' + '; '.join(str(exc) for exc in damaged.values()),
+            recovered=tuple(blocks),
+            damaged=tuple(damaged),
+        )
+    return blocks
 
 
 _WORD = re.compile(r'[\w.\-/]+', re.UNICODE)

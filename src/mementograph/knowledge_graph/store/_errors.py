@@ -2,9 +2,15 @@
 
 from __future__ import annotations
 
+from typing import TYPE_CHECKING
+
+if TYPE_CHECKING:
+    from ._protocol import RecoveredBlock
+
 __all__ = (
     'BlockIntegrityError',
     'BlockNotFoundError',
+    'ChainIntegrityError',
     'LogConflictError',
     'MementoNotFoundError',
     'NotFoundError',
@@ -78,6 +84,18 @@ class MementoNotFoundError(NotFoundError):
 
 class BlockIntegrityError(StoreError):
     """An archived block's bytes no longer match its sha256: it is never returned."""
+
+
+class ChainIntegrityError(BlockIntegrityError):
+    """Some blocks under a memento failed their check: they are never returned, and the others are not lost with
+    them (`recovered`), as a page shows its other blocks."""
+
+    def __init__(self, message: str, *, recovered: tuple[RecoveredBlock, ...], damaged: tuple[str, ...]) -> None:
+        super().__init__(message)
+        self.recovered = recovered
+        """The blocks that passed their check, in session order."""
+        self.damaged = damaged
+        """Ids of the blocks that failed it, in the order the chain names them."""
 
 
 class QueryError(StoreError, ValueError):
