@@ -3,14 +3,17 @@ switch to an estimate."""
 
 from __future__ import annotations
 
+import io
 import os
 import subprocess
 import sys
 from pathlib import Path
 
 import pytest
-from pydantic_ai.messages import ModelRequest, UserPromptPart
+from PIL import Image
+from pydantic_ai.messages import BinaryContent, ImageUrl, ModelRequest, ToolReturnPart, UserPromptPart
 
+from mementograph._media import IMAGE_TOKENS, PDF_PAGE_TOKENS, attachment_tokens, image_tokens
 from mementograph._tokens import TokenCounter, TokenizerUnavailableError
 
 
@@ -80,3 +83,50 @@ def test_the_advice_works_for_the_capability_offline(tmp_path: Path) -> None:
     )
     assert done.returncode == 0, done.stderr[-2000:]
     assert int(done.stdout.strip()) > 0  # it compacted, counting with the estimator
+
+
+def _image(size: tuple[int, int], fmt: str) -> bytes:
+    buffer = io.BytesIO()
+    Image.new('RGB', size, (200, 30, 30)).save(buffer, fmt)
+    return buffer.getvalue()
+
+
+@pytest.mark.parametrize(
+    ('size', 'fmt', 'tokens'),
+    [
+        ((1280, 800), 'PNG', 1_366),  # under both limits: 1,024,000 pixels / 750
+        ((1000, 1000), 'JPEG', 1_334),
+        ((4000, 3000), 'WEBP', 1_534),  # scaled to 1.15 megapixels first
+        ((3000, 200), 'GIF', 219),  # scaled to a long edge of 1,568 first
+        ((64, 64), 'PNG', 6),
+    ],
+)
+def test_an_image_costs_what_its_pixels_cost_the_provider(size: tuple[int, int], fmt: str, tokens: int) -> None:
+    counter = TokenCounter()
+    image = BinaryContent(_image(size, fmt), media_type=f'image/{fmt.lower()}')
+    with_image = ModelRequest(parts=[UserPromptPart(['Look at this.', image])])
+    # the same text, the image's placeholder as a string: what the count was before images cost their pixels
+    as_text = ModelRequest(
+        parts=[UserPromptPart(['Look at this.', f'[binary {image.media_type}, {len(image.data)} bytes]'])]
+    )
+    assert image_tokens(*size) == tokens
+    assert counter.count_message(with_image) == counter.count_message(as_text) + tokens
+
+
+def test_attachments_are_counted_in_tool_returns_too() -> None:
+    counter = TokenCounter()
+    pdf = b'%PDF-1.4\n' + b''.join(b'%d 0 obj << /Type /Page /Parent 2 0 R >>\n' % i for i in range(3))
+    pdf += b'2 0 obj << /Type /Pages /Count 3 >>\n'
+    text = 'The report says the build took 41 seconds. ' * 20
+    parts = [
+        ToolReturnPart('shot', BinaryContent(_image((1280, 800), 'PNG'), media_type='image/png'), tool_call_id='a'),
+        ToolReturnPart('read', [BinaryContent(pdf, media_type='application/pdf')], tool_call_id='b'),
+        ToolReturnPart('cat', BinaryContent(text.encode(), media_type='text/plain'), tool_call_id='c'),
+        UserPromptPart([ImageUrl('https://example.com/a.png'), 'and this']),
+        UserPromptPart([BinaryContent(b'not an image at all', media_type='image/png')]),
+    ]
+    message = ModelRequest(parts=parts)
+    assert attachment_tokens(message, counter.count_text) == (
+        1_366 + 3 * PDF_PAGE_TOKENS + counter.count_text(text) + IMAGE_TOKENS + IMAGE_TOKENS
+    )
+    assert attachment_tokens(message) == 1_366 + 3 * PDF_PAGE_TOKENS + len(text.encode()) + 2 * IMAGE_TOKENS

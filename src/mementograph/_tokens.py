@@ -141,9 +141,11 @@ class TokenCounter:
         if hit is not None and hit[0] is message:
             self._cache.move_to_end(key)
             return hit[1]
-        from ._messages import message_text  # here, not at the top: counting text alone never loads pydantic-ai
+        from ._media import attachment_tokens  # here, not at the top: counting text alone never loads pydantic-ai
+        from ._messages import message_text
 
         tokens = self.count_text(message_text(message)) + MESSAGE_OVERHEAD_TOKENS
+        tokens += attachment_tokens(message, self.count_text)  # images and files: their placeholders say little
         self._cache[key] = (message, tokens)
         if len(self._cache) > _CACHE_LIMIT:
             self._cache.popitem(last=False)

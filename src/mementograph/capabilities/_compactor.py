@@ -20,7 +20,7 @@ from collections.abc import Callable, Sequence
 from concurrent.futures import Future
 from dataclasses import dataclass, field, replace
 from datetime import datetime
-from typing import Final, Literal
+from typing import Any, Final, Literal, TypeVar
 
 from pydantic_ai.messages import (
     BaseToolReturnPart,
@@ -33,6 +33,7 @@ from pydantic_ai.messages import (
     UserPromptPart,
 )
 
+from .._media import attachment_tokens, attachments
 from .._messages import deserialize_messages, message_text, messages_sha256, part_text, serialize_messages
 from .._redact import MessageRedactor, Redactor
 from .._threads import StoreCalls
@@ -88,16 +89,12 @@ _PAGE_ATTEMPTS: Final = 5
 
 logger = logging.getLogger('mementograph')
 
+_ReturnPart = TypeVar('_ReturnPart', bound=BaseToolReturnPart[Any])
 
-def _has_attachment(message: ModelMessage) -> bool:
-    """Whether a part of `message` holds more than text (binary content, a file): counted in a few tokens, it
-    may still be megabytes."""
-    for part in message.parts:
-        content = getattr(part, 'content', None)
-        items = content if isinstance(content, list | tuple) else [content]
-        if any(isinstance(item, BinaryContent) for item in items):
-            return True
-    return False
+
+def _has_binary(message: ModelMessage) -> bool:
+    """Whether a part of `message` holds binary content: megabytes, whatever its tokens."""
+    return any(isinstance(item, BinaryContent) for item in attachments(message))
 
 
 @dataclass(frozen=True)
@@ -222,7 +219,8 @@ class SessionCompactor:
     """Exact tokens of `_seen[:_exact_upto]`."""
     _exact_upto: int = field(default=0, init=False, repr=False)
     _bound_rest: int = field(default=0, init=False, repr=False)
-    """An upper bound of the tokens of `_seen[_exact_upto:]`: their UTF-8 bytes (a BPE token is at least a byte)."""
+    """An upper bound of the tokens of `_seen[_exact_upto:]`: their UTF-8 bytes (a BPE token is at least a byte),
+    plus their attachments' estimates as `TokenCounter` counts them."""
     _seen_position: int = field(default=0, init=False, repr=False)
     _writer: SessionLogWriter | None = field(default=None, init=False, repr=False)
     _warned_conflict: bool = field(default=False, init=False, repr=False)
@@ -251,7 +249,9 @@ class SessionCompactor:
             self._seen_slots, self._seen_position = layout(
                 messages, start=known, slots=self._seen_slots, position=self._seen_position or self.log_base(messages)
             )
-            self._bound_rest += sum(len(message_text(m).encode()) + MESSAGE_OVERHEAD_TOKENS for m in messages[known:])
+            self._bound_rest += sum(
+                len(message_text(m).encode()) + MESSAGE_OVERHEAD_TOKENS + attachment_tokens(m) for m in messages[known:]
+            )
             self._seen = list(messages)
         return self._seen_slots
 
@@ -624,13 +624,7 @@ class SessionCompactor:
                 tokens = self.counter.count_text(part_text(part))
                 if tokens >= self.policy.micro_min_tokens:
                     large[index] = tokens
-        binary = any(
-            isinstance(part, UserPromptPart)
-            and not isinstance(part.content, str)
-            and any(isinstance(item, BinaryContent) for item in part.content)
-            for part in message.parts
-        )
-        if not large and not binary:
+        if not large and not _has_binary(message):
             return None
         archived = self.archived([message])[0]
         record = BlockRecord.from_messages(
@@ -664,18 +658,27 @@ class SessionCompactor:
                 stub = (
                     f'{head}\n[... {tokens} tokens of this tool result archived; the full text: {pointer} ...]\n{tail}'
                 )
-                metadata = {**(part.metadata if isinstance(part.metadata, dict) else {}), MICRO_METADATA: record.id}
-                parts.append(replace(part, content=stub, metadata=metadata))  # type: ignore[arg-type]
+                parts.append(_stub_part(part, stub, record.id))
                 continue
             if isinstance(part, UserPromptPart) and not isinstance(part.content, str):
                 items: list[UserContent] = []
                 for item in part.content:
                     if isinstance(item, BinaryContent):
-                        placeholder = f'[{item.media_type}, {len(item.data)} bytes archived; the original: {pointer}]'
-                        items.append(TextContent(placeholder, metadata={MICRO_METADATA: record.id}))
+                        items.append(TextContent(_placeholder(item, pointer), metadata={MICRO_METADATA: record.id}))
                     else:
                         items.append(item)
                 parts.append(replace(part, content=items))
+                continue
+            if isinstance(part, BaseToolReturnPart) and micro_part_id(part) is None:
+                content = part.content
+                if isinstance(content, BinaryContent):  # a screenshot tool's image, say
+                    content = _placeholder(content, pointer)
+                elif isinstance(content, list) and any(isinstance(item, BinaryContent) for item in content):
+                    content = [_placeholder(i, pointer) if isinstance(i, BinaryContent) else i for i in content]
+                else:
+                    parts.append(part)
+                    continue
+                parts.append(_stub_part(part, content, record.id))
                 continue
             parts.append(part)
         return replace(message, parts=parts)
@@ -728,7 +731,7 @@ class SessionCompactor:
                 # a block too small for any memento to be smaller (a lone "done" between stubs) stays as it is,
                 # unless it carries an attachment: few tokens, but the bytes are worth taking out of the context
                 span = messages[absolute.start : absolute.end]
-                tiny = absolute.tokens < _MIN_EVICTABLE_TOKENS and not any(map(_has_attachment, span))
+                tiny = absolute.tokens < _MIN_EVICTABLE_TOKENS and not any(map(_has_binary, span))
                 if absolute.complete and absolute.end < len(messages) and not tiny:
                     candidates.append((absolute, slots[absolute.start].log_index))
         return candidates
@@ -1024,6 +1027,16 @@ class SessionCompactor:
             merged_memento_ids=(*report.merged_memento_ids, memento.id),
             usage_tokens=report.usage_tokens + result.usage_tokens,
         )
+
+
+def _stub_part(part: _ReturnPart, content: str | list[Any], part_id: str) -> _ReturnPart:
+    """`part` saying `content` instead, marked as the micro-compacted stub of archived part `part_id`."""
+    metadata = {**(part.metadata if isinstance(part.metadata, dict) else {}), MICRO_METADATA: part_id}
+    return replace(part, content=content, metadata=metadata)
+
+
+def _placeholder(item: BinaryContent, pointer: str) -> str:
+    return f'[{item.media_type}, {len(item.data)} bytes archived; the original: {pointer}]'
 
 
 def _micro_part_of(message: ModelMessage) -> str | None:
