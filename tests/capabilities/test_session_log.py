@@ -10,7 +10,8 @@ from pathlib import Path
 from typing import Any
 
 import pytest
-from pydantic_ai import Agent
+from pydantic_ai import Agent, UsageLimits, capture_run_messages
+from pydantic_ai.exceptions import UsageLimitExceeded
 from pydantic_ai.messages import BinaryContent, ModelMessage, ModelResponse, TextPart, ToolCallPart
 from pydantic_ai.models.function import AgentInfo, FunctionModel
 
@@ -56,6 +57,47 @@ async def test_a_retried_request_is_logged_after_the_one_that_failed(store: Grap
     texts = [message_text(m) for m in logged(store)]
     assert sum('Attempt 1.' in t for t in texts) == 1 and sum('Attempt 2.' in t for t in texts) == 1
     assert verify_store(store, session_id='s').ok
+
+
+@pytest.mark.parametrize(
+    ('ending', 'error'),
+    [('a tool raises', RuntimeError), ('the request limit', UsageLimitExceeded), ('a timeout', TimeoutError)],
+)
+async def test_what_a_failed_run_did_after_its_last_request_is_logged(
+    store: GraphStore, ending: str, error: type[Exception]
+) -> None:
+    def read(day: int) -> str:
+        """Read one day of the build log."""
+        if day == 4 and ending == 'a tool raises':
+            raise RuntimeError('disk error on day 4')
+        return f'day {day}: 112 passed, {day} failed'
+
+    async def wait() -> str:
+        """Never returns in time."""
+        await asyncio.sleep(30)
+        return 'late'
+
+    def policy(messages: list[ModelMessage], info: AgentInfo) -> ModelResponse:
+        done = sum(isinstance(m, ModelResponse) for m in messages)
+        if done < 3:
+            return ModelResponse(parts=[ToolCallPart('read', {'day': done + 1}, tool_call_id=f'read_{done + 1}')])
+        if ending == 'a timeout':
+            return ModelResponse(parts=[ToolCallPart('wait', {}, tool_call_id='wait')])
+        return ModelResponse(parts=[ToolCallPart('read', {'day': 4}, tool_call_id='read_4'), ToolCallPart('read', {'day': 5}, tool_call_id='read_5')])  # fmt: skip
+
+    capability = MementoCompaction(store, max_tokens=100_000, session_id='s')
+    agent = Agent(FunctionModel(policy), tools=[read, wait], capabilities=[capability])
+    with capture_run_messages() as produced, pytest.raises(error):
+        if ending == 'the request limit':
+            await agent.run('Read the build log.', usage_limits=UsageLimits(request_limit=4))
+        else:
+            await asyncio.wait_for(agent.run('Read the build log.'), timeout=None if ending == 'a tool raises' else 2)
+    log = logged(store)
+    assert any(isinstance(m, ModelResponse) and len(m.parts) == (1 if ending == 'a timeout' else 2) for m in log[-2:])
+    if ending == 'the request limit':  # both tool results ran: they are in the log
+        assert log == produced and 'day 5: 112 passed' in message_text(log[-1])
+    else:
+        assert log == produced[: len(log)] and len(log) >= len(produced) - 1
 
 
 async def test_a_micro_compacted_opening_still_marks_a_continuation(store: GraphStore) -> None:

@@ -168,6 +168,9 @@ class _RunState:
     warned: set[str] = field(default_factory=set[str])
     """Reasons for a skip already warned about in this run: a failure that lasts is warned about once, then logged at
     INFO (each skip still emits its event)."""
+    history: list[ModelMessage] | None = None
+    """The run's own history list (`ctx.messages` of its requests), which pydantic-ai goes on appending to: what a
+    failed run did after its last request is read off it."""
 
 
 @dataclass
@@ -682,6 +685,8 @@ class MementoCompaction(AbstractCapability[AgentDepsT]):
         try:
             result = await handler()
         except BaseException:
+            if self.retention == 'permanent':  # what the run did before it failed: tool results, a last response
+                await self._log_failed_run(ctx)
             self._end_run()
             raise
         if self.retention == 'permanent':
@@ -695,6 +700,17 @@ class MementoCompaction(AbstractCapability[AgentDepsT]):
         try:
             await self._logging_compactor(ctx, messages)
         except Exception as exc:
+            _log_incomplete(exc)
+
+    async def _log_failed_run(self, ctx: RunContext[AgentDepsT]) -> None:
+        """Queue what a failed (or cancelled) run added after its last model request (tool results, a response).
+        Only a run that made a request has a log."""
+        state = self._state
+        if state.compactor is None or state.history is None or state.run_id != ctx.run_id:
+            return
+        try:
+            await state.compactor.log(list(state.history))
+        except BaseException as exc:  # a second cancellation, a store failing: the run's own error is what rises
             _log_incomplete(exc)
 
     def _end_run(self) -> None:
@@ -754,6 +770,7 @@ class MementoCompaction(AbstractCapability[AgentDepsT]):
         try:
             _stamp_pending_request(ctx)
             compactor = await self._logging_compactor(ctx, ctx.messages)
+            self._state.history = ctx.messages
             tokens = compactor.tokens(ctx.messages, exact_above=compactor.policy.high_water_tokens)
         except Exception as exc:
             await self._skipped(ctx, f'memory unavailable: {type(exc).__name__}: {exc}', error=exc)
@@ -809,7 +826,7 @@ def _report_late_delete(session_id: str, deleting: Future[None]) -> None:
         )  # fmt: skip
 
 
-def _log_incomplete(exc: Exception) -> None:
+def _log_incomplete(exc: BaseException) -> None:
     logger.warning('mementograph: could not complete the session log: %s: %s', type(exc).__name__, exc)
     warnings.warn(f'mementograph: could not complete the session log: {exc}', MementoWarning, stacklevel=3)
 
