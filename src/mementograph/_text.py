@@ -12,6 +12,7 @@ __all__ = (
     'Blanks',
     'character_pairs',
     'cut_words',
+    'echo',
     'ideograph_runs_apart',
     'uppercase',
     'without_particle',
@@ -103,3 +104,13 @@ def cut_words(text: str, limit: int) -> str:
     head = text[:limit]
     space = head.rfind(' ')
     return head[:space] if space > limit // 2 else head
+
+
+ECHO_CHARS: Final = 80
+"""How much of an argument an error message repeats: an id is 28 characters; a pasted log is not repeated whole."""
+
+
+def echo(value: object, limit: int = ECHO_CHARS) -> str:
+    """`repr(value)` as an error message quotes it, cut to `limit` characters."""
+    text = repr(value)
+    return text if len(text) <= limit else f'{text[: limit - 4]}...{text[-1]}'

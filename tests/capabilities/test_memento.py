@@ -109,6 +109,39 @@ async def test_model_can_recover_an_evicted_block(store: GraphStore) -> None:
     assert original_text.splitlines()[1] in str(recovered.content)
 
 
+async def test_a_memento_in_context_is_recoverable_under_another_session_id(store: GraphStore) -> None:
+    model = ScriptedModel(steps=10)
+    first = await scripted_agent(model, [MementoCompaction(store, max_tokens=2_500, session_id='first')]).run(
+        'Fix every module.'
+    )
+    in_context = re.findall(r'recover_block\("(\w+)"\)', '\n'.join(stub_texts(first.all_messages())))
+    assert in_context, 'the first run should leave mementos in its history'
+    named = in_context[0]
+    unseen = await scripted_agent(ScriptedModel(steps=10), [MementoCompaction(store, max_tokens=2_500, session_id='other')]).run('Fix every module.')  # fmt: skip
+    foreign = store.list_blocks(session_id='other')[0].id
+    model.extra_calls = [
+        ToolCallPart('recover_block', {'block_id': f' recover_block("{named}") '}, tool_call_id='named'),
+        ToolCallPart('recover_block', {'block_id': foreign}, tool_call_id='foreign'),
+        ToolCallPart('recover_block', {'block_id': 'blk_' + 'f' * 100_000}, tool_call_id='long'),
+    ]
+    model.steps, model.made = 0, 0
+    # the history continued under a new session id (a new conversation id, or a history kept without ids)
+    await scripted_agent(model, [MementoCompaction(store, max_tokens=2_500, session_id='second')]).run(
+        'Show me what that memento holds.', message_history=first.all_messages()
+    )
+
+    answers = {  # from the session's log: the answers, long ones evicted since, as they arrived
+        p.tool_call_id: str(p.content)
+        for m in _log_messages(store, 'second')
+        for p in getattr(m, 'parts', [])
+        if isinstance(p, ToolReturnPart) and p.tool_name == 'recover_block'
+    }
+    under = [block.record.id for block in recover_chain(store, named)]
+    assert f'[block {under[0]}: messages ' in answers['named']
+    assert answers['foreign'].startswith('No archived block') and unseen.output  # not in this context: not the agent's
+    assert answers['long'].startswith("No archived block 'blk_fff") and len(answers['long']) < 200
+
+
 async def test_recovering_a_memento_over_an_altered_block_shows_the_others(tmp_path: Path) -> None:
     path = tmp_path / 'm.db'
     store = open_store(f'sqlite://{path}')

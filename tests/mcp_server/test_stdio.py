@@ -63,6 +63,13 @@ async def test_every_tool_over_stdio(memory_file: MemoryFile) -> None:
         assert error(await client.call_tool('retrieve_page', {'page_id': page.id, 'part': 99})).endswith(
             f': There is 1 part, not 99 (page 2, {page.id}).'  # an error here too, not the last part instead
         )
+        # an argument pasted whole is quoted in part, and an id typed with its call around it is taken
+        long = error(await client.call_tool('recover_block', {'block_id': 'blk_' + 'f' * 100_000}))
+        assert "No archived block 'blk_fff" in long and len(long) < 300
+        assert len(error(await client.call_tool('recall', {'query': 'adoption', 'k': 'y' * 200_000}))) < 300
+        assert len(error(await client.call_tool('retrieve_page', {'page_id': 'pg_' + 'x' * 200_000}))) < 300
+        wrapped = await client.call_tool('recover_block', {'block_id': f' recover_block("{block.id}") '})
+        assert json.loads(texts(wrapped)[1])['blocks'][0]['block_id'] == block.id
         # the server is still there after the errors
         assert json.loads(ok(await client.call_tool('stats', {})))['blocks'] == stats.blocks
 

@@ -61,7 +61,18 @@ from ..knowledge_graph.memory import (
 from ..knowledge_graph.recall import pages_for_eviction
 from ..knowledge_graph.store import GraphStore, LogConflictError, NotFoundError, PageConflictError
 from ._events import MementoWarning
-from ._layout import MICRO_METADATA, Slot, StubInfo, layout, make_stub, micro_part_id, stub_info, stub_shape
+from ._layout import (
+    MICRO_METADATA,
+    Slot,
+    StubInfo,
+    layout,
+    make_stub,
+    micro_id_of,
+    micro_part_id,
+    micro_part_of,
+    stub_info,
+    stub_shape,
+)
 from ._logwriter import SessionLogWriter
 
 __all__ = ('CompactionPolicy', 'CompactionReport', 'SessionCompactor', 'Trigger')
@@ -393,7 +404,7 @@ class SessionCompactor:
     def _as_arrived(self, message: ModelMessage) -> ModelMessage:
         """`message`, or the original of a micro-compacted one, read back from the archive (redacted there): a
         branch logs its whole history again, stubbed tool results too, and the log holds what arrived."""
-        part_id = _micro_part_of(message)
+        part_id = micro_part_of(message)
         if part_id is None:
             return message
         original = self._archived_part(part_id)[0]
@@ -560,7 +571,7 @@ class SessionCompactor:
             if slot.stub is None
             and not slot.pinned
             and isinstance(message := messages[slot.index], ModelRequest)
-            and any(isinstance(part, BaseToolReturnPart) and _micro_id_of(part) is None for part in message.parts)
+            and any(isinstance(part, BaseToolReturnPart) and micro_id_of(part) is None for part in message.parts)
         ]
         stubbed: dict[int, tuple[BlockRecord, ModelRequest]] = {}
         for size, slot, message in sorted(requests, key=lambda item: -item[0]):
@@ -697,7 +708,7 @@ class SessionCompactor:
         archived parts (redacted already), the others come from `archived` (the log writer's redaction, reused)."""
         originals: list[ModelMessage] = []
         for message in messages:
-            part_id = _micro_part_of(message)
+            part_id = micro_part_of(message)
             originals.extend(self.archived([message]) if part_id is None else self._archived_part(part_id))
         return originals
 
@@ -1037,24 +1048,6 @@ def _stub_part(part: _ReturnPart, content: str | list[Any], part_id: str) -> _Re
 
 def _placeholder(item: BinaryContent, pointer: str) -> str:
     return f'[{item.media_type}, {len(item.data)} bytes archived; the original: {pointer}]'
-
-
-def _micro_part_of(message: ModelMessage) -> str | None:
-    """The archive id of a micro-compacted part of `message` (its first), or `None`."""
-    return next((pid for part in message.parts if (pid := _micro_id_of(part)) is not None), None)
-
-
-def _micro_id_of(part: object) -> str | None:
-    found = micro_part_id(part)
-    if found is not None:
-        return found
-    if isinstance(part, UserPromptPart) and not isinstance(part.content, str):
-        for item in part.content:
-            if isinstance(item, TextContent) and isinstance(item.metadata, dict):
-                value = item.metadata.get(MICRO_METADATA)
-                if isinstance(value, str):
-                    return value
-    return None
 
 
 def _splice(messages: list[ModelMessage], stubs: dict[int, tuple[int, list[ModelMessage]]]) -> list[ModelMessage]:

@@ -31,7 +31,10 @@ __all__ = (
     'StubInfo',
     'layout',
     'make_stub',
+    'micro_id_of',
     'micro_part_id',
+    'micro_part_of',
+    'named_ids',
     'stub_info',
     'stub_shape',
 )
@@ -162,6 +165,36 @@ def micro_part_id(part: object) -> str | None:
         return None
     value = part.metadata.get(MICRO_METADATA)
     return value if isinstance(value, str) else None
+
+
+def micro_id_of(part: object) -> str | None:
+    """The archive id a micro-compacted part names: a stubbed tool return, or a binary item's placeholder."""
+    found = micro_part_id(part)
+    if found is not None:
+        return found
+    if isinstance(part, UserPromptPart) and not isinstance(part.content, str):
+        for item in part.content:
+            if isinstance(item, TextContent) and isinstance(item.metadata, dict):
+                value = item.metadata.get(MICRO_METADATA)
+                if isinstance(value, str):
+                    return value
+    return None
+
+
+def micro_part_of(message: ModelMessage) -> str | None:
+    """The archive id of a micro-compacted part of `message` (its first), or `None`."""
+    return next((pid for part in message.parts if (pid := micro_id_of(part)) is not None), None)
+
+
+def named_ids(messages: Sequence[ModelMessage]) -> set[str]:
+    """The archive ids the stubs of a history name: what its model was told `recover_block` takes."""
+    ids: set[str] = set()
+    for message in messages:
+        info = stub_info(message)
+        if info is not None:
+            ids.update((info.target_id, info.memento_id))
+        ids.update(pid for part in message.parts if (pid := micro_id_of(part)) is not None)
+    return ids
 
 
 def is_pinned(message: ModelMessage) -> bool:

@@ -13,17 +13,21 @@ from pydantic_ai.exceptions import UserError
 from pydantic_ai.tools import AgentDepsT
 from pydantic_ai.toolsets import FunctionToolset
 
+from .._text import echo
 from .._threads import in_thread
+from ..knowledge_graph import item_id
 from ..knowledge_graph.memory import render_block
 from ..knowledge_graph.recall import EMPTY_QUERY, out_of_range, recall, render_recall, retrieve_page
 from ..knowledge_graph.store import (
     BlockIntegrityError,
     ChainIntegrityError,
     NotFoundError,
+    RecoveredBlock,
     StoreError,
     recover_chain,
 )
 from ._events import MementoRecoveredEvent, MementoWarning
+from ._layout import named_ids
 
 if TYPE_CHECKING:
     from .memento import MementoCompaction
@@ -105,17 +109,29 @@ class MementoToolset(FunctionToolset[AgentDepsT]):
     async def _recover_block(self, ctx: RunContext[AgentDepsT], block_id: str, page: int) -> str:
         capability = self._run_capability(ctx)
         session = capability.resolve_session_id(ctx)
+        block_id = item_id(block_id)
         damaged: tuple[str, ...] = ()
-        try:
-            blocks = await capability.store_calls()(
-                recover_chain, capability.graph_store, block_id, namespace=capability.namespace, session_id=session
+
+        async def chain(session_id: str | None) -> list[RecoveredBlock]:
+            return await capability.store_calls()(
+                recover_chain, capability.graph_store, block_id, namespace=capability.namespace, session_id=session_id
             )
+
+        try:
+            try:
+                blocks = await chain(session)
+            except NotFoundError:
+                # a memento the live context holds names its block, though the run's session is another one (a
+                # history continued under a new conversation id, or one kept without ids): the agent was given it
+                if block_id not in named_ids(ctx.messages):
+                    raise
+                blocks = await chain(None)
         except NotFoundError:
-            return f'No archived block {block_id!r} in this session. Use the id a memento names.'
+            return f'No archived block {echo(block_id)} in this session. Use the id a memento names.'
         except ChainIntegrityError as exc:  # the blocks that passed are still the agent's
             blocks, damaged = list(exc.recovered), exc.damaged
         except BlockIntegrityError as exc:
-            return f'Block {block_id!r} failed its integrity check and was not returned: {exc}'
+            return f'Block {echo(block_id)} failed its integrity check and was not returned: {exc}'
         capability._state.recovered += 1
         try:
             await ctx.emit(MementoRecoveredEvent(session_id=session, block_id=block_id, exact=True))
@@ -203,7 +219,7 @@ class MementoToolset(FunctionToolset[AgentDepsT]):
             return await capability.store_calls()(
                 retrieve_page,
                 capability.graph_store,
-                page_id,
+                item_id(page_id),
                 session_id=capability.resolve_session_id(ctx),
                 namespace=capability.namespace,
                 part=part,

@@ -13,6 +13,7 @@ from ._schema import (
     StoreStats,
     block_id_for,
     entity_id_for,
+    item_id,
     memento_id_for,
     page_id_for,
 )
@@ -30,6 +31,7 @@ __all__ = (
     'StoreStats',
     'block_id_for',
     'entity_id_for',
+    'item_id',
     'memento_id_for',
     'page_id_for',
 )

@@ -7,6 +7,7 @@ Nodes: `Session`, `EvictedBlock`, `Memento`, `Page`, `Entity`; edges: `SUMMARIZE
 from __future__ import annotations
 
 import hashlib
+import re
 from collections.abc import Sequence
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Final, Literal
@@ -29,6 +30,7 @@ __all__ = (
     'StoreStats',
     'block_id_for',
     'entity_id_for',
+    'item_id',
     'memento_id_for',
     'page_id_for',
 )
@@ -45,6 +47,17 @@ EventKind = Literal['message', 'micro', 'auto', 'manual']
 
 def _digest(*parts: str, size: int = 24) -> str:
     return hashlib.sha256('\x1f'.join(parts).encode()).hexdigest()[:size]
+
+
+_ITEM_ID: Final = re.compile(r'\b(?:blk|prt|mem|pg)_[0-9a-f]{16,24}\b')
+
+
+def item_id(text: str) -> str:
+    """The id a model meant: `text` without surrounding blanks, or the one block, part, memento or page id it
+    holds (`recover_block("blk_...")` or `id: blk_...` typed as the argument)."""
+    stripped = text.strip()
+    found = _ITEM_ID.findall(stripped)
+    return found[0] if len(found) == 1 and found[0] != stripped else stripped
 
 
 def block_id_for(namespace: str, session_id: str, seq: int, sha256: str, kind: BlockKind = 'block') -> str:

@@ -26,9 +26,10 @@ from mcp.server.mcpserver.exceptions import ToolError
 from mcp.types import CallToolResult, TextContent, ToolAnnotations
 from pydantic import Field, ValidationError
 
+from .._text import echo
 from .._threads import StoreCalls
 from .._tokens import TokenizerUnavailableError
-from ..knowledge_graph import DEFAULT_NAMESPACE, PageRecord
+from ..knowledge_graph import DEFAULT_NAMESPACE, PageRecord, item_id
 from ..knowledge_graph.recall import (
     EMPTY_QUERY,
     AmbiguousPageError,
@@ -279,7 +280,7 @@ class MemoryTools:
         messages as JSON, after checking each block's sha256. Long answers come in parts; concatenating the JSON
         of all parts in order gives the whole document."""
         session = self._session(session_id)
-        wanted = block_id.strip()
+        wanted = item_id(block_id)
         damaged: tuple[str, ...] = ()
         with self._store_errors():
             try:
@@ -288,11 +289,11 @@ class MemoryTools:
                 blocks, damaged = list(exc.recovered), exc.damaged
             except NotFoundError:
                 raise ToolError(
-                    f'No archived block {wanted!r} in {self._where(session)}. Use an id that a memento, '
+                    f'No archived block {echo(wanted)} in {self._where(session)}. Use an id that a memento, '
                     '`recall` or `retrieve_page` names (blk_..., prt_... or mem_...).'
                 ) from None
             except BlockIntegrityError as exc:
-                raise ToolError(f'Block {wanted!r} failed its sha256 check and was not returned: {exc}') from exc
+                raise ToolError(f'Block {echo(wanted)} failed its sha256 check and was not returned: {exc}') from exc
         document = {
             'id': wanted,
             'namespace': self.scope.namespace,
@@ -383,7 +384,7 @@ class MemoryTools:
         """Return the archived blocks of one page of the memory index, rendered as text and hash-checked, within a
         token cap per part."""
         session = self._session(session_id)
-        wanted = page_id.strip()
+        wanted = item_id(page_id)
         with self._store_errors():
             pages = self.store.list_pages(namespace=self.scope.namespace, session_id=session)
             try:
@@ -392,7 +393,7 @@ class MemoryTools:
                 raise ToolError(str(exc)) from None
             if record is None:
                 raise ToolError(
-                    f'No page {wanted!r} in {self._where(session)} ({len(pages)} pages); list_pages() names them.'
+                    f'No page {echo(wanted)} in {self._where(session)} ({len(pages)} pages); list_pages() names them.'
                 )
             try:  # the page as read above: listing the pages again would cost a second read
                 return page_part(self.store, record, part, namespace=self.scope.namespace)
@@ -564,7 +565,7 @@ def _wrong_arguments(tool: str, error: ValidationError) -> str:
         if item['type'] == 'missing':
             problems.append(f'{field} is required')
         elif message.startswith('Input should'):
-            problems.append(f'{field} should{message.removeprefix("Input should")}, not {item.get("input")!r}')
+            problems.append(f'{field} should{message.removeprefix("Input should")}, not {echo(item.get("input"))}')
         else:
             problems.append(f'{field}: {message}')
     return f'{tool} was called with wrong arguments: {"; ".join(problems)}.'

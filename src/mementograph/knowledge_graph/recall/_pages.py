@@ -23,6 +23,7 @@ from collections.abc import Set as AbstractSet
 from dataclasses import dataclass
 from typing import Final
 
+from ..._text import echo
 from ..._tokens import TokenCounter
 from .._schema import DEFAULT_NAMESPACE, BlockRecord, MementoRecord, Mention, PageRecord, page_id_for
 from ..store import BlockIntegrityError, GraphStore, NotFoundError
@@ -373,7 +374,7 @@ def find_page(pages: Sequence[PageRecord], page: str | int) -> PageRecord | None
     sessions = sorted({record.session_id for record in found})
     if len(sessions) > 1:
         raise AmbiguousPageError(
-            f'Page number {text!r} exists in sessions {", ".join(sessions)}: pass the page id (pg_...) or a session.'
+            f'Page number {echo(text)} exists in sessions {", ".join(sessions)}: pass the page id (pg_...) or a session.'
         )
     return found[0] if found else None
 
@@ -435,7 +436,7 @@ def retrieve_page(
         except AmbiguousPageError as exc:
             return str(exc)
         if found is None:
-            return f'No page {page!r} in this session ({len(pages)} pages).'
+            return f'No page {echo(page)} in this session ({len(pages)} pages).'
         record = found
     try:
         return page_part(store, record, part, namespace=namespace, max_tokens=max_tokens, counter=counter)
