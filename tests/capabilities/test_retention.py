@@ -295,6 +295,13 @@ def test_settings_are_validated_and_load_from_a_spec(db: Path) -> None:
     assert found and found[0].retention == 'run' and found[0].redact is redact_secrets
     with pytest.raises(ValueError, match="must be 'secrets'"):
         MementoCompaction.from_spec(store=f'sqlite://{db}', redact='mine')
+    # a spec's strings are not numbers or booleans: said at load, not a comparison failing, not 'false' taken as on
+    for setting, value in (('max_fraction', '0.5'), ('low_water', '0.4'), ('store_timeout', '30'), ('page_index', 'false')):  # fmt: skip
+        with pytest.raises(ValueError, match=f"{setting} must be (a number|true or false), not .{value}."):
+            Agent.from_spec(
+                {'model': 'test', 'capabilities': [{'MementoCompaction': {'store': f'sqlite://{db}', setting: value}}]},
+                custom_capability_types=[MementoCompaction],
+            )
 
 
 @pytest.fixture(autouse=True)

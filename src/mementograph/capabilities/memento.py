@@ -110,6 +110,10 @@ def _is_whole(value: object) -> bool:
     return isinstance(value, int) and not isinstance(value, bool)
 
 
+def _is_number(value: object) -> bool:
+    return isinstance(value, int | float) and not isinstance(value, bool)
+
+
 def _open(store: GraphStore | str | None) -> GraphStore:
     return store if store is not None and not isinstance(store, str) else open_store(store)
 
@@ -319,6 +323,15 @@ class MementoCompaction(AbstractCapability[AgentDepsT]):
     _zone: TimeZone = field(init=False, repr=False, compare=False)
 
     def __post_init__(self) -> None:
+        # a spec gives strings as easily as numbers: '0.5' would fail in a comparison, 'false' would count as True
+        numbers = ('max_fraction', 'low_water', 'memento_share', 'conversation_memento_share', 'hard_limit_fraction')
+        for name in (*numbers, 'store_timeout'):
+            value = getattr(self, name)
+            if value is not None and not _is_number(value):
+                raise TypeError(f'{name} must be a number, not {value!r}')
+        for name in ('page_index', 'embed_eagerly'):
+            if not isinstance(value := getattr(self, name), bool):
+                raise TypeError(f'{name} must be true or false, not {value!r}')
         if self.max_tokens is not None and self.max_fraction is not None:
             raise ValueError('set max_tokens or max_fraction, not both')
         for name in ('max_tokens', 'context_window', 'fallback_context_window'):
