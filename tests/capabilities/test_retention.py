@@ -297,7 +297,7 @@ def test_settings_are_validated_and_load_from_a_spec(db: Path) -> None:
         MementoCompaction.from_spec(store=f'sqlite://{db}', redact='mine')
     # a spec's strings are not numbers or booleans: said at load, not a comparison failing, not 'false' taken as on
     for setting, value in (('max_fraction', '0.5'), ('low_water', '0.4'), ('store_timeout', '30'), ('page_index', 'false')):  # fmt: skip
-        with pytest.raises(ValueError, match=f"{setting} must be (a number|true or false), not .{value}."):
+        with pytest.raises(ValueError, match=f'{setting} must be (a number|true or false), not .{value}.'):
             Agent.from_spec(
                 {'model': 'test', 'capabilities': [{'MementoCompaction': {'store': f'sqlite://{db}', setting: value}}]},
                 custom_capability_types=[MementoCompaction],

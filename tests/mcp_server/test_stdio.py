@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import json
 import re
+import signal
 import sqlite3
 import subprocess
 import sys
@@ -154,3 +155,30 @@ def test_a_server_without_an_embedding_model_never_loads_the_agent_framework(mem
     assert done.returncode == 0, done.stderr
     assert 'adoption' in done.stdout
     assert done.stderr.splitlines()[-1] == '[]'
+
+
+def test_one_ctrl_c_stops_the_server(memory_file: MemoryFile) -> None:
+    server = subprocess.Popen(
+        cli_command('--store', memory_file.uri),
+        stdin=subprocess.PIPE,
+        stdout=subprocess.PIPE,
+        stderr=subprocess.PIPE,
+        env=child_env(),
+    )
+    assert server.stdin is not None and server.stdout is not None
+    hello = {
+        'jsonrpc': '2.0',
+        'id': 1,
+        'method': 'initialize',
+        'params': {'protocolVersion': '2025-06-18', 'capabilities': {}, 'clientInfo': {'name': 't', 'version': '1'}},
+    }
+    server.stdin.write(json.dumps(hello).encode() + b'\n')
+    server.stdin.flush()
+    assert json.loads(server.stdout.readline())['id'] == 1  # serving, its stdin still open
+    server.send_signal(signal.SIGINT)
+    try:
+        code = server.wait(timeout=10)  # it stayed up, deaf, until its next line of input
+    finally:
+        server.kill()
+    assert code == 130
+    assert 'mementograph: interrupted' in server.communicate()[1].decode()

@@ -379,6 +379,7 @@ async def test_query_memory_reads_and_refuses_writes(scoped: ScopedMemory) -> No
             await client.call_tool('query_memory', {'cypher': f'MATCH (e:Entity{anchor}) RETURN e.key', 'limit': 3})
         )
         assert 'Query failed' in too_many and '3' in too_many
+        assert "this tool's limit argument" in too_many and '--limit' not in too_many  # what the caller can change
         spoofed = error(
             await client.call_tool(
                 'query_memory',

@@ -50,8 +50,8 @@ def _mcp(args: argparse.Namespace) -> int:
         _check_port(host, port)
     embedding = load_embedding(args.embedding)
     # served even when new: an agent may start archiving there later
-    with store_from(args, create='mementograph mcp: no store at {path} yet; serving empty memory until something is '
-                    'archived there') as store:  # fmt: skip
+    with store_from(args, create='mementograph mcp: no store at {path} yet; created it empty, served until something '
+                    'is archived there') as store:  # fmt: skip
         if args.session and all(s.id != args.session for s in store.list_sessions(namespace=args.namespace)):
             print(f'mementograph mcp: no session {args.session!r} in namespace {args.namespace!r} yet; serving it '
                   'empty until something is archived there', file=sys.stderr, flush=True)  # fmt: skip

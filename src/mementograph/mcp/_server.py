@@ -440,7 +440,7 @@ class MemoryTools:
         except ScopeViolationError as exc:
             raise ToolError(f'Refused, query_memory stays in {self._where(session)}: {exc}') from exc
         except (StoreError, ValueError) as exc:
-            raise ToolError(f'Query failed: {exc}') from exc
+            raise ToolError(f'Query failed: {_tool_hints(str(exc))}') from exc
         shown: list[Any] = []
         used = 0
         for row in rows:
@@ -554,6 +554,20 @@ class _Server(MCPServer[Any]):
             if not isinstance(exc.__cause__, ValidationError):
                 raise
             raise ToolError(_wrong_arguments(name, exc.__cause__)) from exc.__cause__
+
+
+_LIBRARY_HINTS: Final = (
+    ('(limit=N in store.query, --limit N on the command line)', "(this tool's limit argument, up to 1000)"),
+    (' or raise the timeout (timeout=SECONDS, --timeout SECONDS)', f' (a query may run {DEFAULT_QUERY_TIMEOUT:g} s)'),
+    (', raise the timeout,', ','),
+)
+"""The store's advice names the library's and the command line's options; a tool's caller has only its arguments."""
+
+
+def _tool_hints(message: str) -> str:
+    for library, tool in _LIBRARY_HINTS:
+        message = message.replace(library, tool)
+    return message
 
 
 def _wrong_arguments(tool: str, error: ValidationError) -> str:

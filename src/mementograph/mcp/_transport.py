@@ -11,6 +11,10 @@ from __future__ import annotations
 import hmac
 import ipaddress
 import json
+import os
+import signal
+import sys
+import threading
 from typing import Any, Final
 
 import anyio
@@ -120,5 +124,22 @@ def run_http(
 
 
 def run_stdio(server: MCPServer[Any]) -> None:
-    """Serve over stdin/stdout until the client closes the pipe (stdout carries only protocol messages)."""
-    anyio.run(server.run_stdio_async)
+    """Serve over stdin/stdout until the client closes the pipe (stdout carries only protocol messages).
+
+    Ctrl-C ends the process at once. The SDK reads stdin in a worker thread that shutdown waits for, so an
+    interrupt left the server alive and deaf until the next line of input. Every write the server makes (an index
+    brought up to date, vectors) is one transaction: exiting between two loses nothing.
+    """
+    if threading.current_thread() is not threading.main_thread():  # signals are the main thread's to handle
+        anyio.run(server.run_stdio_async)
+        return
+    previous = signal.signal(signal.SIGINT, _exit_interrupted)
+    try:
+        anyio.run(server.run_stdio_async)
+    finally:
+        signal.signal(signal.SIGINT, previous)
+
+
+def _exit_interrupted(signum: int, frame: object) -> None:
+    print('mementograph: interrupted', file=sys.stderr, flush=True)
+    os._exit(130)

@@ -698,6 +698,17 @@ def _rarest(
     return best
 
 
+def _read_only_hint(exc: BaseException) -> str:
+    """Why a reader writes, when the file is read-only to this process: evictions leave the full-text and entity
+    indexing to the first read that needs it, and that read writes the indexes once."""
+    if 'readonly' not in str(exc):
+        return ''
+    return (
+        '. The file is read-only to this process, and a first read brings its search indexes up to date (once): read '
+        'it once as a user who can write it (e.g. `mementograph stats --store ...`), or make it writable'
+    )
+
+
 def _stored_bytes(value: object) -> bytes:
     """A block's stored messages as bytes. The column is a BLOB; a file edited by another tool may hold text there
     (read as its UTF-8 bytes) or anything else (read as no bytes), and the sha256 check then says whether it is
@@ -1001,7 +1012,7 @@ class SqliteStore:
             except sqlite3.OperationalError as exc:
                 if 'locked' in str(exc) or 'busy' in str(exc):
                     raise StoreBusyError(self._busy_message()) from exc
-                raise StoreUnavailableError(f'cannot write {self._where()}: {exc}') from exc
+                raise StoreUnavailableError(f'cannot write {self._where()}: {exc}{_read_only_hint(exc)}') from exc
             try:
                 yield conn
                 conn.execute('COMMIT')
@@ -1013,7 +1024,9 @@ class SqliteStore:
                 if isinstance(exc, sqlite3.OperationalError) and ('locked' in str(exc) or 'busy' in str(exc)):
                     raise StoreBusyError(self._busy_message()) from exc
                 if isinstance(exc, sqlite3.Error):
-                    raise StoreUnavailableError(f'writing {self._where()} failed, nothing was written: {exc}') from exc
+                    raise StoreUnavailableError(
+                        f'writing {self._where()} failed, nothing was written: {exc}{_read_only_hint(exc)}'
+                    ) from exc
                 raise
 
     def _identity(self) -> tuple[int, int] | None:
