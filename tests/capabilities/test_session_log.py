@@ -132,6 +132,25 @@ async def test_a_harness_tier_logs_each_run_of_its_session(store: GraphStore) ->
     assert verify_store(store, session_id='s').ok
 
 
+async def test_a_harness_tiers_final_answer_is_logged_at_its_next_compaction(store: GraphStore) -> None:
+    from pydantic_ai_harness.compaction import TieredCompaction
+
+    memento = MementoCompaction(store, max_tokens=1_000_000, session_id='s', micro_min_tokens=10**9)
+
+    def agent(steps: int) -> Any:
+        return scripted_agent(ScriptedModel(steps=steps), [TieredCompaction(tiers=[memento], target_tokens=2_500)])
+
+    first = await agent(3).run('Fix three modules.')
+    answer = first.all_messages()[-1]
+    assert not any(m == answer for m in logged(store))  # a tier sees the history only when called to compact
+    await agent(3).run('Thanks. Now three more.', message_history=first.all_messages())
+    texts = [message_text(m) for m in logged(store)]
+    assert (
+        texts.count(message_text(answer)) == 1
+        and texts.index(message_text(answer)) == texts.index('Thanks. Now three more.') - 1
+    )  # in its place, before the new turn
+
+
 async def _resume_after_a_crash_on_the_first_request(store: GraphStore, max_tokens: int) -> list[ModelMessage]:
     """The model fails on the run's first request (the log holds only it); a run resumes from the log, another
     goes on from that. Returns the last run's whole history."""
