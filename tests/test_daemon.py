@@ -3,6 +3,7 @@ for at exit, and the two ways a cancelled caller treats a call still running."""
 
 from __future__ import annotations
 
+import asyncio
 import threading
 import time
 
@@ -10,6 +11,8 @@ import anyio
 import pytest
 
 from mementograph._daemon import DaemonExecutor, run_in_daemon_thread
+from mementograph._threads import StoreCalls
+from mementograph.knowledge_graph.store import StoreTimeoutError
 
 
 def test_the_executor_runs_work_in_order_on_daemon_threads_and_passes_errors_on() -> None:
@@ -90,3 +93,28 @@ async def test_results_and_errors_come_back_to_the_caller() -> None:
 
     with pytest.raises(ValueError, match='from the thread'):
         await run_in_daemon_thread(fail, abandon_on_cancel=False, name='test-daemon')
+
+
+@pytest.mark.parametrize('outcome', ['answers', 'fails'])
+async def test_a_call_given_up_on_is_reported_as_it_ended(outcome: str, caplog: pytest.LogCaptureFixture) -> None:
+    calls = StoreCalls(timeout=0.05)
+    release = threading.Event()
+
+    def slow_write() -> None:
+        release.wait(5)
+        if outcome == 'fails':
+            raise ConnectionError('server unreachable')
+
+    with pytest.raises(StoreTimeoutError, match=r'did not answer slow_write within 0\.05 s'):
+        await calls(slow_write)
+    assert calls.busy() is not None  # still out: later calls are refused at once
+    release.set()
+    for _ in range(100):
+        if calls.busy() is None:
+            break
+        await asyncio.sleep(0.01)
+    said = [r.getMessage() for r in caplog.records if r.name == 'mementograph']
+    if outcome == 'answers':
+        assert said[-1].startswith('mementograph: the store answered slow_write again after ')
+    else:  # an error is not an answer: the store may still be down
+        assert 'the slow_write call left to finish failed after ' in said[-1] and 'server unreachable' in said[-1]

@@ -52,16 +52,28 @@ class StoreCalls:
         if timeout is not None and not timeout > 0:
             raise ValueError(f'store_timeout must be a positive number of seconds or None, got {timeout!r}')
         self.timeout = timeout
-        self._abandoned: tuple[str, float, threading.Event] | None = None
+        self._abandoned: tuple[str, float, threading.Event, list[BaseException]] | None = None
 
     def busy(self) -> str | None:
         """Why no store call can be made now (one that timed out is still running), or `None`."""
         if self._abandoned is None:
             return None
-        name, since, returned = self._abandoned
+        name, since, returned, failed = self._abandoned
         if returned.is_set():
             self._abandoned = None
-            logger.warning('mementograph: the store answered %s again after %.0f s', name, time.monotonic() - since)
+            took = time.monotonic() - since
+            if failed:  # it came back with the error, not an answer: the store may be down still
+                error = failed[0]
+                logger.warning(
+                    'mementograph: the %s call left to finish failed after %.0f s (%s: %s); the next call tries the '
+                    'store again',
+                    name,
+                    took,
+                    type(error).__name__,
+                    error,
+                )
+            else:
+                logger.warning('mementograph: the store answered %s again after %.0f s', name, took)
             return None
         return (
             f'the store has not answered {name} for {time.monotonic() - since:.0f} s '
@@ -81,10 +93,14 @@ class StoreCalls:
         if reason is not None:
             raise StoreTimeoutError(reason, waited=False)
         returned = threading.Event()
+        failed: list[BaseException] = []
 
         def call() -> T:
             try:
                 return fn(*args, **kwargs)
+            except BaseException as exc:
+                failed.append(exc)
+                raise
             finally:
                 returned.set()
 
@@ -92,7 +108,7 @@ class StoreCalls:
         with anyio.move_on_after(self.timeout, shield=True):
             return await run_in_daemon_thread(call, abandon_on_cancel=True, name=_THREAD)
         name = getattr(fn, '__name__', type(fn).__name__)
-        self._abandoned = (name, started, returned)
+        self._abandoned = (name, started, returned, failed)
         raise StoreTimeoutError(
             f'the store did not answer {name} within {self.timeout:g} s (store_timeout); the call was left to '
             'finish on its own'

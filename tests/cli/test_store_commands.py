@@ -17,7 +17,9 @@ import pytest
 from mementograph.cli import build_parser, main
 from mementograph.cli._commands import COMMANDS
 from mementograph.knowledge_graph.store import open_store, recover_chain, sqlite_path
+from tests.builders import session_history
 from tests.cli.conftest import MEMENTOGRAPH, DemoRun, fresh_home_env
+from tests.store.test_contract import make_eviction
 
 
 def test_stats_names_the_newest_sessions(demo_run: DemoRun, capsys: pytest.CaptureFixture[str]) -> None:
@@ -139,6 +141,25 @@ def test_stats_of_an_empty_namespace_names_those_that_hold_sessions(
     assert "namespace 'typo' holds nothing; sessions are in 'default' (1)" in capsys.readouterr().out
     assert main(['stats', '--store', demo_run.data['store'], '--json']) == 0
     assert 'other_namespaces' not in json.loads(capsys.readouterr().out)
+
+
+def test_stats_of_an_empty_namespace_names_the_largest_few(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
+    uri = f'sqlite://{tmp_path / "team.db"}'
+    store = open_store(uri)
+    try:
+        for team in range(12):  # team 11 holds 12 sessions, team 0 one
+            for session in range(team + 1):
+                store.write_eviction(
+                    make_eviction(session_history(1), session_id=f's{session}', namespace=f'team-{team:02d}')[0]
+                )
+    finally:
+        store.close()
+    assert main(['stats', '--store', uri, '--namespace', 'typo']) == 0
+    out = capsys.readouterr().out
+    assert "sessions are in 'team-11' (12), 'team-10' (11)" in out and "'team-04' (5) and 4 more namespaces" in out
+    assert "'team-03'" not in out
+    assert main(['stats', '--store', uri, '--namespace', 'typo', '--json']) == 0
+    assert len(json.loads(capsys.readouterr().out)['other_namespaces']) == 12
 
 
 def altered_copy(demo_run: DemoRun, tmp_path: Path) -> tuple[Path, str]:

@@ -81,6 +81,18 @@ def test_a_misspelt_uri_option_is_refused(neo4j_server: dict[str, str]) -> None:
         open_store(neo4j_server['uri'] + '?query_timout=1')
 
 
+def test_a_password_in_a_malformed_uri_is_not_quoted() -> None:
+    # refused before any connection is tried: no server needed
+    for uri in ('neo4j://neo4j:hunter2@127.0.0.1:1?bogus=1', 'neo4jj://neo4j:hunter2@127.0.0.1:1'):
+        with pytest.raises(ValueError) as refused:
+            open_store(uri)
+        assert (
+            'hunter2' not in str(refused.value)
+            and "'neo4j" in str(refused.value)
+            and ':***@127.0.0.1:1' in str(refused.value)
+        )
+
+
 def test_a_query_bound_no_query_could_run_under_is_refused_at_open() -> None:
     # refused before any connection is tried: no server needed
     for option, message in (('query_limit=0', 'the row limit'), ('query_timeout=0', 'the timeout')):

@@ -83,6 +83,8 @@ _STUB_OVERHEAD_TOKENS: Final = 40
 """Header tokens a stub adds to its memento text (estimate used only for planning)."""
 _RECENT_MENTIONS_BLOCKS: Final = 64
 """Blocks whose `MENTIONS` the compactor keeps for the open page (a default page closes at 8 blocks)."""
+_STUBBED_SPAN_SAVING: Final = 20
+"""Tokens a span holding micro-compacted stubs must at least save when its memento replaces it."""
 _MIN_EVICTABLE_TOKENS: Final = 2 * _STUB_OVERHEAD_TOKENS
 """A complete block smaller than this is left in context: its memento and stub would not be smaller than it."""
 _STUB_MARGIN_TOKENS: Final = 8
@@ -759,8 +761,22 @@ class SessionCompactor:
             del self._recent_mentions[next(iter(self._recent_mentions))]
 
     async def _evict(
-        self, messages: list[ModelMessage], tokens: int, report: CompactionReport, low_water: int
+        self,
+        messages: list[ModelMessage],
+        tokens: int,
+        report: CompactionReport,
+        low_water: int,
+        *,
+        fit_stubs: bool = False,
     ) -> tuple[list[ModelMessage], CompactionReport]:
+        """Replace the oldest complete blocks with their mementos, archived first, down to `low_water`.
+
+        A block's memento is made from its original messages, so where micro-compaction stubbed its tool results
+        the memento may be larger than the span it replaces. That is taken while the eviction saves tokens in all;
+        when it does not and the context is over the high-water mark (a context full of stubs: a store back after
+        an outage), `fit_stubs` makes each such span's memento smaller than its stubs, or that context could never
+        be evicted.
+        """
         chosen: list[tuple[Segment, int]] = []
         projected = tokens
         for segment, log_index in self._candidates(messages):
@@ -773,11 +789,14 @@ class SessionCompactor:
 
         inputs = []
         spans = [messages[segment.start : segment.end] for segment, _ in chosen]
-        for originals in await self.calls(self._originals_of, spans):  # one hop for all
+        for span, originals in zip(spans, await self.calls(self._originals_of, spans), strict=True):  # one hop
             block_messages = tuple(originals)
             text = render_block(block_messages)
             size = self.counter.count_text(text)
-            inputs.append(BlockInput(messages=block_messages, text=text, tokens=size, zone=self.zone))
+            room = None
+            if fit_stubs and any(micro_part_of(message) is not None for message in span):
+                room = max(1, self.counter.count_messages(span) - _STUB_OVERHEAD_TOKENS - _STUBBED_SPAN_SAVING)
+            inputs.append(BlockInput(messages=block_messages, text=text, tokens=size, zone=self.zone, max_tokens=room))
         outcomes = await asyncio.gather(*(self.engine.make_memento(b) for b in inputs), return_exceptions=True)
         failed = next((i for i, outcome in enumerate(outcomes) if isinstance(outcome, BaseException)), None)
         if failed is not None:
@@ -848,6 +867,11 @@ class SessionCompactor:
                 mentions.extend(await self._mentions_of(memento.id, memento.text))
             stubs[segment.start] = (segment.end, stub)
         if saving < self.policy.min_saving_tokens:
+            over = tokens > self.policy.high_water_tokens  # skipped, the request would go out over the mark
+            if over and not fit_stubs and any(micro_part_of(m) is not None for span in spans for m in span):
+                return await self._evict(
+                    messages, tokens, replace(report, usage_tokens=usage), low_water, fit_stubs=True
+                )
             return messages, replace(
                 report, usage_tokens=usage, skipped=f'saving {saving} tokens is below min_saving_tokens'
             )

@@ -21,6 +21,8 @@ __all__ = ('register',)
 
 RECENT_SESSIONS = 5
 """Sessions `stats` lists (the newest): where a user finds the id that `transcript`, `pages` and `forget` take."""
+_NAMESPACES_SHOWN = 8
+"""Namespaces `stats` names for an empty one (those with the most sessions): a team's server may hold hundreds."""
 
 
 def _stats(args: argparse.Namespace) -> int:
@@ -48,9 +50,12 @@ def _stats(args: argparse.Namespace) -> int:
         data['newest_sessions'] = sessions
     if elsewhere:
         data['other_namespaces'] = dict(sorted(elsewhere.items()))
+        largest = sorted(elsewhere.items(), key=lambda item: (-item[1], item[0]))[:_NAMESPACES_SHOWN]
+        more = len(elsewhere) - len(largest)
         lines.append(
             f'namespace {args.namespace!r} holds nothing; sessions are in '
-            + ', '.join(f'{name!r} ({count})' for name, count in sorted(elsewhere.items()))
+            + ', '.join(f'{name!r} ({count})' for name, count in largest)
+            + (f' and {more} more namespaces (--json lists them all)' if more else '')
             + ': read one with --namespace NAME'
         )
     emit(args, data, '\n'.join(lines))

@@ -37,8 +37,9 @@ class BlockInput:
     """The texts of the mementos this block merges, oldest first, when it is a run of memento stubs (a memento of
     mementos); `text` is then those texts joined. Empty for a block of messages."""
     max_tokens: int | None = None
-    """For a merge (`merges`): the most tokens the merged memento may take, the room the compactor leaves it in the
-    mementos' share of the context; `None`: the compressor's own ratios decide (as they do for any other block)."""
+    """The most tokens the memento may take; `None`: the compressor's own ratios decide. For a merge (`merges`), the
+    room the compactor leaves it in the mementos' share of the context; for a block whose tool results are stubs in
+    the live context already, less than those stubs take (a memento of the whole outputs would not be smaller)."""
 
     @classmethod
     def from_messages(

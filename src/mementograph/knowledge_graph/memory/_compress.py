@@ -233,6 +233,8 @@ class ExtractiveCompressor:
             cap = next(
                 (ratio for ratio in self.refine_ratios if ratio > previous_ratio + 0.01), max(self.refine_ratios)
             )
+        if block.max_tokens is not None and block_tokens:  # the room the caller has, refinements included
+            cap = min(cap, block.max_tokens / block_tokens)
         if block.merges:
             merged = merge_mementos(
                 block.merges,

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import os
+import re
 from pathlib import Path
 from typing import Final
 from urllib.parse import parse_qs, urlsplit
@@ -63,23 +64,32 @@ def _float_option(options: dict[str, list[str]], name: str, default: float) -> f
         raise ValueError(f'store URI option {name}={values[-1]!r} is not a number') from None
 
 
+_URI_PASSWORD: Final = re.compile(r'(://[^/@:?#]*:)[^/@?#]*@')
+
+
+def _shown(uri: str) -> str:
+    """`uri` as an error message may quote it: a password in it (`neo4j://user:secret@host`) as `***`."""
+    return repr(_URI_PASSWORD.sub(r'\1***@', uri))
+
+
 def _split(uri: str) -> tuple[str, str]:
     """`(scheme, rest)` of a store URI, the scheme checked against the supported ones."""
+    shown = _shown(uri)
     scheme, sep, rest = uri.partition('://')
     scheme = scheme.lower()
     if not sep or scheme not in SUPPORTED_SCHEMES:
-        raise UnknownStoreSchemeError(f'unknown store URI {uri!r}: use one of {_SCHEMES_TEXT} (e.g. {_EXAMPLES})')
+        raise UnknownStoreSchemeError(f'unknown store URI {shown}: use one of {_SCHEMES_TEXT} (e.g. {_EXAMPLES})')
     if scheme == 'sqlite' and not rest.partition('?')[0]:
-        raise UnknownStoreSchemeError(f'store URI {uri!r} names no file: use sqlite:///path/to/memory.db')
+        raise UnknownStoreSchemeError(f'store URI {shown} names no file: use sqlite:///path/to/memory.db')
     if scheme == 'memory' and rest.partition('?')[0]:  # a name would suggest a store shared by that name
         raise UnknownStoreSchemeError(
-            f'store URI {uri!r}: memory:// takes no name or path (each one opened is a store of its own, gone with '
+            f'store URI {shown}: memory:// takes no name or path (each one opened is a store of its own, gone with '
             'it); use sqlite:///path/to/memory.db for a store to share or keep'
         )
     known = NEO4J_URI_OPTIONS if scheme in NEO4J_SCHEMES else SQLITE_URI_OPTIONS
     unknown = sorted(set(parse_qs(rest.partition('?')[2])) - known)
     if unknown:  # a misspelt option would otherwise be ignored in silence
-        raise ValueError(f'unknown store URI option {", ".join(unknown)} in {uri!r}: use {", ".join(sorted(known))}')
+        raise ValueError(f'unknown store URI option {", ".join(unknown)} in {shown}: use {", ".join(sorted(known))}')
     return scheme, rest
 
 
