@@ -7,6 +7,7 @@ import io
 import os
 import subprocess
 import sys
+import warnings
 from pathlib import Path
 
 import pytest
@@ -130,3 +131,12 @@ def test_attachments_are_counted_in_tool_returns_too() -> None:
         1_366 + 3 * PDF_PAGE_TOKENS + counter.count_text(text) + IMAGE_TOKENS + IMAGE_TOKENS
     )
     assert attachment_tokens(message) == 1_366 + 3 * PDF_PAGE_TOKENS + len(text.encode()) + 2 * IMAGE_TOKENS
+
+
+def test_a_huge_image_is_measured_without_a_warning() -> None:
+    buffer = io.BytesIO()
+    Image.new('1', (12_000, 9_000)).save(buffer, 'PNG')  # 108 megapixels: past Pillow's decompression-bomb warning
+    message = ModelRequest(parts=[UserPromptPart([BinaryContent(buffer.getvalue(), media_type='image/png')])])
+    with warnings.catch_warnings():
+        warnings.simplefilter('error')
+        assert attachment_tokens(message) == image_tokens(12_000, 9_000) == 1_534

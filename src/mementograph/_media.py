@@ -12,6 +12,7 @@ from __future__ import annotations
 import io
 import math
 import re
+import warnings
 from collections.abc import Callable, Iterator
 from typing import TYPE_CHECKING, Final
 
@@ -88,8 +89,10 @@ def _image_data_tokens(data: bytes) -> int:
     try:
         from PIL import Image  # Pillow comes with matplotlib; it reads the size from the header alone
 
-        with Image.open(io.BytesIO(data)) as image:
-            width, height = image.size
+        with warnings.catch_warnings():  # a huge image is only measured here, never decoded
+            warnings.simplefilter('ignore', Image.DecompressionBombWarning)
+            with Image.open(io.BytesIO(data)) as image:
+                width, height = image.size
     except Exception:  # bytes no reader takes are still an image to the provider
         return IMAGE_TOKENS
     return image_tokens(width, height)
