@@ -6,6 +6,7 @@ import logging
 import re
 import sqlite3
 import warnings
+from collections import Counter
 from collections.abc import AsyncIterable
 from datetime import UTC, datetime, timedelta, timezone
 from pathlib import Path
@@ -893,3 +894,30 @@ async def test_a_window_too_small_for_a_mark_compacts_at_one_token(store: GraphS
         result = await scripted_agent(model, [MementoCompaction(store, fallback_context_window=1)]).run('Go.')
     assert not [w for w in caught if issubclass(w.category, MementoWarning) and 'must be positive' in str(w.message)]
     assert stub_texts(result.all_messages())  # blocks were evicted
+
+
+async def test_a_compaction_reads_back_neither_its_blocks_nor_an_unchanged_page_index(store: GraphStore) -> None:
+    """Each read is a round trip on a server: sizing the open page read its blocks back whole, and the page index
+    was read after every compaction though only a closed page changes it."""
+    calls: Counter[str] = Counter()
+
+    class Counted:  # the real store, its calls counted
+        def __getattr__(self, name: str) -> Any:
+            attr = getattr(store, name)
+            if not callable(attr):
+                return attr
+
+            def counted(*args: Any, **kwargs: Any) -> Any:
+                calls[name] += 1
+                return attr(*args, **kwargs)
+
+            return counted
+
+    capability = MementoCompaction(Counted(), max_tokens=2_500, session_id='s')  # type: ignore[arg-type]
+    await scripted_agent(ScriptedModel(steps=20), [capability]).run('Fix every module.')
+
+    compactions = sum(1 for report in capability.reports if report.block_ids)
+    closed = sum(1 for page in store.list_pages(session_id='s') if page.summary)
+    assert compactions >= 10 and closed >= 2
+    assert calls['get_block'] == 0
+    assert calls['list_pages'] == compactions + 1 + closed  # each eviction's paging; the index at first, at closes

@@ -243,6 +243,11 @@ class SessionCompactor:
         default_factory=dict[str, tuple[Mention, ...]], init=False, repr=False
     )
     """`MENTIONS` of the blocks evicted lately, so closing a page reads no entities back from the store."""
+    pages_closed: int = field(default=0, init=False)
+    """Pages this compactor's evictions closed: the page index (closed pages only) changes with it alone."""
+    _recent_tokens: dict[str, int] = field(default_factory=dict[str, int], init=False, repr=False)
+    """Tokens of the blocks this compactor archived lately, so extending the open page reads none of its blocks
+    back (each a round trip on a server, with the block's whole messages)."""
 
     # -- the live history -----------------------------------------------------------------------------------------
 
@@ -928,13 +933,20 @@ class SessionCompactor:
                 mementos=eviction.mementos,
                 mentions=eviction.mentions,
                 earlier_mentions=self._recent_mentions,
+                earlier_tokens=self._recent_tokens,
             )
             try:
                 self.store.write_eviction(replace(eviction, pages=pages))
-                return
             except PageConflictError:
                 if attempt == _PAGE_ATTEMPTS - 1:
                     raise
+                continue
+            self.pages_closed += sum(1 for page in pages if page.summary)
+            for block in eviction.blocks:  # written: its size is known without reading it back
+                self._recent_tokens[block.id] = block.tokens
+            while len(self._recent_tokens) > _RECENT_MENTIONS_BLOCKS:
+                del self._recent_tokens[next(iter(self._recent_tokens))]
+            return
 
     def engine_ratio(self) -> float:
         """The compressor's size target, used to plan how many blocks to evict."""

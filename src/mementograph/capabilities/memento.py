@@ -165,6 +165,8 @@ class _RunState:
     """The session's page index as the instructions carry it; `None` until the run's first request reads it."""
     page_index_tokens: int = 0
     """Its size, kept out of the history's share of the high-water mark."""
+    index_pages_closed: int = 0
+    """The compactor's `pages_closed` when the index was last read after a compaction."""
     run_id: str | None = None
     """The run this state belongs to."""
     calls: StoreCalls | None = None
@@ -476,9 +478,16 @@ class MementoCompaction(AbstractCapability[AgentDepsT]):
         """After a compaction: when it closed a page, the next request's instructions carry the new index.
 
         Not this request's: pydantic-ai stamps the request with its instructions, and the session log holds the
-        request as it was before the compaction; changing them now would make the log and the archive differ."""
-        if self.page_index and self._state.page_index is not None:
-            await self._read_page_index_bounded(ctx)
+        request as it was before the compaction; changing them now would make the log and the archive differ.
+        A compaction that closed no page leaves the index as it was, and it is not read again (a round trip to a
+        server at every compaction)."""
+        state = self._state
+        if not self.page_index or state.page_index is None or state.compactor is None:
+            return
+        if state.compactor.pages_closed == state.index_pages_closed:
+            return
+        state.index_pages_closed = state.compactor.pages_closed
+        await self._read_page_index_bounded(ctx)
 
     @property
     def graph_store(self) -> GraphStore:

@@ -135,6 +135,7 @@ def pages_for_eviction(
     namespace: str = DEFAULT_NAMESPACE,
     policy: PagePolicy | None = None,
     earlier_mentions: Mapping[str, Sequence[Mention]] | None = None,
+    earlier_tokens: Mapping[str, int] | None = None,
 ) -> tuple[PageRecord, ...]:
     """The page records to write in the same `Eviction` as `blocks`: the open page extended with them, closed (and
     a new one opened) whenever it fills up.
@@ -149,6 +150,8 @@ def pages_for_eviction(
         policy: page size and index shape.
         earlier_mentions: `MENTIONS` of earlier blocks by block id, as the caller still holds them: a page closing
             over them reads no entities back from the store (which would first index every pending mention).
+        earlier_tokens: tokens of earlier blocks by block id, as the caller knows them: the open page's blocks
+            among them are not read back to size the page.
     """
     policy = policy or PagePolicy()
     blocks = [block for block in blocks if block.kind == 'block']
@@ -174,7 +177,10 @@ def pages_for_eviction(
     first_turn = current.first_turn if current is not None else blocks[0].first_message
     tokens = 0
     if members:
-        tokens = sum(info.tokens for info in _block_infos(store, members, namespace, session_id))
+        known = earlier_tokens or {}
+        unknown = [block_id for block_id in members if block_id not in known]
+        tokens = sum(known[block_id] for block_id in members if block_id in known)
+        tokens += sum(info.tokens for info in _block_infos(store, unknown, namespace, session_id))
     out: list[PageRecord] = []
     last_turn = current.last_turn if current is not None else blocks[0].last_message
     for block in blocks:
