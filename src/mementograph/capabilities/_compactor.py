@@ -81,8 +81,8 @@ Trigger = Literal['auto', 'manual']
 
 _STUB_OVERHEAD_TOKENS: Final = 40
 """Header tokens a stub adds to its memento text (estimate used only for planning)."""
-_RECENT_MENTIONS_BLOCKS: Final = 64
-"""Blocks whose `MENTIONS` the compactor keeps for the open page (a default page closes at 8 blocks)."""
+_RECENT_BLOCKS: Final = 64
+"""Blocks whose `MENTIONS` and tokens the compactor keeps for the open page (a default page closes at 8 blocks)."""
 _STUBBED_SPAN_SAVING: Final = 20
 """Tokens a span holding micro-compacted stubs must at least save when its memento replaces it."""
 _MIN_EVICTABLE_TOKENS: Final = 2 * _STUB_OVERHEAD_TOKENS
@@ -103,6 +103,7 @@ _PAGE_ATTEMPTS: Final = 5
 logger = logging.getLogger('mementograph')
 
 _ReturnPart = TypeVar('_ReturnPart', bound=BaseToolReturnPart[Any])
+T = TypeVar('T')
 
 
 def _has_binary(message: ModelMessage) -> bool:
@@ -761,9 +762,7 @@ class SessionCompactor:
         return tuple(await found if inspect.isawaitable(found) else found)
 
     def _remember_mentions(self, block_id: str, mentions: tuple[Mention, ...]) -> None:
-        self._recent_mentions[block_id] = mentions
-        while len(self._recent_mentions) > _RECENT_MENTIONS_BLOCKS:
-            del self._recent_mentions[next(iter(self._recent_mentions))]
+        _remember(self._recent_mentions, block_id, mentions)
 
     async def _evict(
         self,
@@ -943,9 +942,7 @@ class SessionCompactor:
                 continue
             self.pages_closed += sum(1 for page in pages if page.summary)
             for block in eviction.blocks:  # written: its size is known without reading it back
-                self._recent_tokens[block.id] = block.tokens
-            while len(self._recent_tokens) > _RECENT_MENTIONS_BLOCKS:
-                del self._recent_tokens[next(iter(self._recent_tokens))]
+                _remember(self._recent_tokens, block.id, block.tokens)
             return
 
     def engine_ratio(self) -> float:
@@ -1074,6 +1071,13 @@ class SessionCompactor:
             merged_memento_ids=(*report.merged_memento_ids, memento.id),
             usage_tokens=report.usage_tokens + result.usage_tokens,
         )
+
+
+def _remember(recent: dict[str, T], block_id: str, value: T) -> None:
+    """Keep `value` for one of the latest `_RECENT_BLOCKS` blocks, forgetting the oldest beyond them."""
+    recent[block_id] = value
+    while len(recent) > _RECENT_BLOCKS:
+        del recent[next(iter(recent))]
 
 
 def _stub_part(part: _ReturnPart, content: str | list[Any], part_id: str) -> _ReturnPart:

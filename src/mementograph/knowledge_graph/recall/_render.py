@@ -5,6 +5,7 @@ from __future__ import annotations
 from collections.abc import Callable, Sequence
 from typing import Final
 
+from ..._text import echo
 from ._recall import RecallHit
 
 __all__ = ('EMPTY_QUERY', 'render_recall')
@@ -48,12 +49,11 @@ def render_recall(
     recall was given, are named when nothing was found, since they may be what left it empty.
     """
     if not hits:
-        if len(query) > _QUERY_ECHO_CHARS:  # echoed back, a pasted log would fill the context it was meant to spare
-            query = query[: _QUERY_ECHO_CHARS - 3] + '...'
+        quoted = echo(query, _QUERY_ECHO_CHARS)  # echoed whole, a pasted log would fill the context it was to spare
         window = ' '.join(f'{word} {value}' for word, value in (('since', since), ('until', until)) if value)
         if window:
-            return f'Nothing archived {window} matches {query!r}; without the time range more may.'
-        return f'Nothing archived matches {query!r}.'
+            return f'Nothing archived {window} matches {quoted}; without the time range more may.'
+        return f'Nothing archived matches {quoted}.'
     lines: list[str] = []
     used = 0
     shown = 0
