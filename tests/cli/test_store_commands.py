@@ -110,6 +110,26 @@ def test_verify_of_a_namespace_holding_nothing_is_not_found(
     assert 'OK: every block matches' in capsys.readouterr().out
 
 
+@pytest.mark.parametrize(
+    ('argv', 'kind', 'code'),
+    [
+        (['recover', 'blk_000000000000000000000000'], 'not_found', 3),
+        (['stats', '--session', 'nosuch'], 'not_found', 3),
+        (['recall', 'pkg', '--k', '0'], 'bad_argument', 2),
+    ],
+)
+def test_under_json_a_failure_is_a_json_error_on_stdout(
+    demo_run: DemoRun, argv: list[str], kind: str, code: int, capsys: pytest.CaptureFixture[str]
+) -> None:
+    assert main([*argv, '--store', demo_run.data['store'], '--json']) == code
+    captured = capsys.readouterr()
+    error = json.loads(captured.out)['error']
+    assert error['kind'] == kind and error['exit_code'] == code
+    assert error['message'] and error['message'] in captured.err  # the same line a person reads on stderr
+    assert main([*argv, '--store', demo_run.data['store']]) == code
+    assert capsys.readouterr().out == ''  # without --json, stdout stays empty
+
+
 def test_export_writes_json_lines_with_or_without_the_flag(
     demo_run: DemoRun, capsys: pytest.CaptureFixture[str]
 ) -> None:

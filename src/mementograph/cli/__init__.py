@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import argparse
 import importlib
+import json
 import logging
 import os
 import sys
@@ -76,31 +77,41 @@ def main(argv: Sequence[str] | None = None) -> int:
     try:
         code: int = args.func(args)
     except CliError as exc:
-        print(f'mementograph: error: {exc}', file=sys.stderr)
-        return exc.code
+        return _fail(args, 'error', str(exc), exc.code)
     except NotFoundError as exc:
-        print(f'mementograph: not found: {exc}', file=sys.stderr)
-        return 3
+        return _fail(args, 'not found', str(exc), 3)
     except BrokenPipeError:  # e.g. `| head`: the reader is gone, nothing to report
         _quiet_stdout()
         return 141
     except BlockIntegrityError as exc:  # a check failed, as `verify` and `export` report it
-        print(
-            f'mementograph: check failed: {exc} (`mementograph export` writes its bytes as they are, marked)',
-            file=sys.stderr,
-        )
-        return 4
+        return _fail(args, 'check failed', f'{exc} (`mementograph export` writes its bytes as they are, marked)', 4)
     except (StoreError, TokenizerUnavailableError, ValueError, OSError) as exc:
-        print(f'mementograph: error: {exc}', file=sys.stderr)
-        return 1
+        return _fail(args, 'error', str(exc), 1)
     except KeyboardInterrupt:
-        print('mementograph: interrupted', file=sys.stderr)
-        return 130
+        return _fail(args, 'interrupted', '', 130)
     try:  # output still buffered meets a closed pipe here, not at interpreter exit (an unraisable error then)
         sys.stdout.flush()
     except BrokenPipeError:
         _quiet_stdout()
         return 141
+    return code
+
+
+_JSON_ERROR_KINDS: dict[int, str] = {2: 'bad_argument', 3: 'not_found', 4: 'check_failed', 130: 'interrupted'}
+"""By exit code, as the README lists them: a script tells the cases apart without parsing the message."""
+
+
+def _fail(args: argparse.Namespace, kind: str, message: str, code: int) -> int:
+    """Report a failed command: one line on stderr, and under `--json` also an `{"error": ...}` object on stdout,
+    so a script that parses the output reads why it got no answer instead of failing on an empty document."""
+    print(f'mementograph: {kind}: {message}' if message else f'mementograph: {kind}', file=sys.stderr)
+    if getattr(args, 'json', False):
+        error = {'kind': _JSON_ERROR_KINDS.get(code, 'error'), 'message': message, 'exit_code': code}
+        try:
+            json.dump({'error': error}, sys.stdout, ensure_ascii=False)
+            print()
+        except BrokenPipeError:
+            _quiet_stdout()
     return code
 
 

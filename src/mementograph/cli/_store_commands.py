@@ -104,8 +104,9 @@ def _recover(args: argparse.Namespace) -> int:
             text += f'; {len(failed)} failed the sha256 check and {"is" if len(failed) == 1 else "are"} not shown: '
             text += ', '.join(failed)
         emit(args, data, text + '\n\n' + '\n\n'.join(_block_text(block) for block in blocks))
-    if damaged is not None:
-        raise damaged
+    if damaged is not None:  # named in the output above, so under `--json` no second document follows it
+        print(f'mementograph: check failed: {damaged}', file=sys.stderr)
+        return 4
     return 0
 
 
