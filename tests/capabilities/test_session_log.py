@@ -291,3 +291,48 @@ async def test_a_branch_logs_micro_compacted_tool_results_as_they_arrived(
     # the tool results whole, as first logged (and redacted once: the hook is not idempotent)
     assert log[before : before + len(history)] == log[: len(history)]
     assert ('line+ 7 of dump 1' in ' '.join(message_text(m) for m in log[before:])) == (redact is not None)
+
+
+async def test_recall_shows_a_block_a_branch_archived_again_once(tmp_path: Path) -> None:
+    from mementograph.knowledge_graph.recall import recall
+
+    store = open_store(f'sqlite:///{tmp_path / "memory.db"}')
+    try:
+        opening = await scripted_agent(ScriptedModel(steps=1), [MementoCompaction(store, max_tokens=100_000)]).run(
+            'Task A.', conversation_id='s'
+        )
+        for prompt in ('Go on.', 'Go on differently.'):  # the second is a branch: the same opening, logged again
+            capability = MementoCompaction(store, max_tokens=3_000)
+            await scripted_agent(ScriptedModel(steps=6), [capability]).run(
+                prompt, message_history=opening.all_messages(), conversation_id='s'
+            )
+        blocks = store.list_blocks(session_id='s')
+        copied = {b.sha256 for b in blocks if sum(other.sha256 == b.sha256 for other in blocks) > 1}
+        assert copied, 'both branches should have archived the opening they share'
+
+        hits = recall(store, 'src/app/module_0.py', k=10, session_id='s')
+        shas = [store.get_block(hit.block_id).sha256 for hit in hits]
+        assert len(shas) == len(set(shas)) and copied & set(shas)  # each copy once, and the opening is found
+        assert len(recall(store, 'src/app/module_0.py', k=2, session_id='s')) == 2  # copies do not take places
+    finally:
+        store.close()
+
+
+async def test_the_transcript_marks_where_a_branch_starts(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
+    from mementograph.cli import main
+
+    uri = f'sqlite:///{tmp_path / "memory.db"}'
+    with open_store(uri) as store:
+        capability = MementoCompaction(store, max_tokens=100_000, session_id='s')
+        a = await scripted_agent(ScriptedModel(steps=1), [capability]).run('Task A.')
+        b = await scripted_agent(ScriptedModel(steps=0), [capability]).run('Go on.', message_history=a.all_messages())
+        await scripted_agent(ScriptedModel(steps=0), [capability]).run('Branch C.', message_history=a.all_messages())
+        await scripted_agent(ScriptedModel(steps=0), [capability]).run('Then D.', message_history=b.all_messages())
+    assert main(['transcript', '--session', 's', '--store', uri]) == 0
+    lines = capsys.readouterr().out.splitlines()
+    markers = [i for i, line in enumerate(lines) if line.startswith('=== a branch: ')]
+    # C repeats A's history after B's messages; D continues B, which is no longer the log's tail, so it repeats
+    # B's history after C's: two branches, each marked once where it starts
+    starts = [len(b.all_messages()), len(b.all_messages()) + len(a.all_messages()) + 2]
+    assert [lines[i + 1] for i in markers] == [f'--- message {start} ---' for start in starts]
+    assert all(lines[i].startswith('=== a branch: message 0 and those after it') for i in markers)

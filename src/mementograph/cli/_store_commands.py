@@ -221,8 +221,17 @@ def _transcript(args: argparse.Namespace) -> int:
         return 0
     lines: list[str] = []
     position = 0
+    first_logged: dict[str, int | None] = {}
+    repeating = False
     for event in events:
         if event.kind == 'message':
+            earlier = first_logged.setdefault(event.sha256, event.message_index) if event.sha256 else None
+            if earlier != event.message_index and not repeating:  # the same bytes again: a history sent anew
+                lines.append(
+                    f'=== a branch: message {earlier} and those after it are logged again from here (a retried '
+                    'turn, or a conversation continued from an earlier point) ==='
+                )
+            repeating = earlier != event.message_index
             lines.append(f'--- message {event.message_index} ---')
             lines.append(render_block([messages[position]]))
             position += 1

@@ -817,19 +817,29 @@ def recall(
     `None` (the whole namespace). With `now` (when the query is asked), a time range the query names ("in March",
     "two weeks ago") is preferred (see `rank_blocks`). `dense` (a `DenseIndex`) enables `dense` and `hybrid`.
     """
-    ranking = rank_blocks(
-        store,
-        query,
-        method=method,
-        namespace=namespace,
-        session_id=session_id,
-        since=since,
-        until=until,
-        now=now,
-        config=config,
-        limit=max(0, k),
-        dense=dense,
-    )
+    limit = max(0, k)
+    for deeper in (False, True):
+        ranking = rank_blocks(
+            store,
+            query,
+            method=method,
+            namespace=namespace,
+            session_id=session_id,
+            since=since,
+            until=until,
+            now=now,
+            config=config,
+            limit=limit,
+            dense=dense,
+        )
+        hits = _without_copies(store, _hits(store, ranking, namespace, session_id), namespace)
+        if deeper or len(hits) >= k or len(ranking) < limit:  # enough, or the ranking has no more to give
+            break
+        limit = 2 * limit  # copies took places: rank deeper once (only a branched history has copies)
+    return hits[: max(0, k)]
+
+
+def _hits(store: GraphStore, ranking: Sequence[ScoredBlock], namespace: str, session_id: str | None) -> list[RecallHit]:
     if not ranking:
         return []
     infos = {
@@ -860,3 +870,25 @@ def recall(
             )
         )
     return hits
+
+
+def _without_copies(store: GraphStore, hits: list[RecallHit], namespace: str) -> list[RecallHit]:
+    """`hits` less the later copies of a block in one session: a branch of a conversation (a retried or regenerated
+    turn) archives the messages it shares with the first branch again, under new ids, and both copies would rank
+    alike. A copy holds the same bytes (its sha256), so it is also summarized by a memento of the same text: only
+    hits of one session whose mementos read alike are compared, by the sha256 of their blocks."""
+    by_text: dict[tuple[str, str], list[RecallHit]] = defaultdict(list)
+    for hit in hits:
+        if hit.memento and hit.block_ids == (hit.block_id,):  # a memento of one block, as a copy's is
+            by_text[hit.session_id, hit.memento].append(hit)
+    copies: set[str] = set()
+    for alike in by_text.values():
+        if len(alike) < 2:
+            continue
+        seen: set[str] = set()
+        for hit in alike:  # in rank order: the best-ranked copy stays
+            sha256 = store.get_block(hit.block_id, namespace=namespace).sha256
+            if sha256 in seen:
+                copies.add(hit.block_id)
+            seen.add(sha256)
+    return [hit for hit in hits if hit.block_id not in copies] if copies else hits
