@@ -306,3 +306,68 @@ def test_query_arguments_are_checked_alike_on_both_backends(
     with pytest.raises(QueryError, match=f'^{re.escape(message)}$'):
         backend.store.query(cypher, namespace=backend.namespace, **arguments)
     assert len(backend.store.query(cypher, namespace=backend.namespace, limit=1_000)) == len(known.mementos)
+
+
+def test_nulls_answer_alike_on_both_backends(backend: Backend, known: Known) -> None:
+    """A missing property is null, as Cypher has it: comparisons with it drop the row, negated or not, and
+    aggregates skip it (the embedded store counted it, averaged it as 0 and took infinity for its minimum)."""
+    store, ns = backend.store, backend.namespace
+    scores = [m.score for m in known.mementos.values() if m.score is not None]
+    assert len(scores) == len(known.mementos) - 1  # `top` has none
+
+    def count(where: str) -> int:
+        rows = store.query(
+            f'MATCH (m:Memento {{namespace: $namespace}}) WHERE {where} RETURN count(m) AS n', namespace=ns
+        )
+        return int(rows[0]['n'])
+
+    assert count('m.score <> 100') == len(scores)
+    assert count('NOT m.score IN [9.0]') == sum(score != 9.0 for score in scores)
+    assert count('NOT m.score > 5') == sum(score <= 5 for score in scores) == 1
+    assert count('m.score IS NULL') == 1
+    summary = 'RETURN count(m.score) AS n, sum(m.score) AS total, avg(m.score) AS mean, min(m.score) AS lo'
+    assert store.query(f'MATCH (m:Memento {{namespace: $namespace}}) {summary}', namespace=ns) == [
+        {'n': len(scores), 'total': sum(scores), 'mean': sum(scores) / len(scores), 'lo': min(scores)}
+    ]
+    assert store.query(f'MATCH (m:Memento {{namespace: $namespace, level: 2}}) {summary}', namespace=ns) == [
+        {'n': 0, 'total': 0, 'mean': None, 'lo': None}
+    ]
+    ordered = store.query(
+        'MATCH (m:Memento {namespace: $namespace}) RETURN m.score AS score ORDER BY m.score DESC', namespace=ns
+    )
+    assert [row['score'] for row in ordered] == [None, *sorted(scores, reverse=True)]  # nulls first descending
+
+
+def test_a_query_of_several_match_clauses_is_cut_after_its_where(backend: Backend, known: Known) -> None:
+    """grand-cypher cut each MATCH clause's matches at the query's LIMIT before WHERE joined them: no rows."""
+    rows = backend.store.query(
+        "MATCH (s:Session {namespace: $namespace, id: 'beta'}) "
+        'MATCH (b:EvictedBlock {namespace: $namespace})-[r:MENTIONS]->(e:Entity) '
+        "WHERE b.session_id = 'beta' AND r.count > 2 RETURN e.key AS key LIMIT 1",
+        namespace=backend.namespace,
+    )
+    assert rows == [{'key': APP.key}]
+
+
+def test_a_relationship_without_a_direction_is_answered_or_refused(backend: Backend, known: Known) -> None:
+    """grand-cypher matches `-[:MENTIONS]-` to nothing; the embedded store says so instead of answering 0."""
+    store, ns = backend.store, backend.namespace
+    undirected = 'MATCH (e:Entity {namespace: $namespace, key: $key})-[:MENTIONS]-(b:EvictedBlock) RETURN count(b) AS n'
+    directed = 'MATCH (b:EvictedBlock {namespace: $namespace})-[:MENTIONS]->(e:Entity {key: $key}) RETURN count(b) AS n'
+    mentioning = store.query(directed, namespace=ns, params={'key': APP.key})
+    assert mentioning == [{'n': 3}]  # b0, b1 and c0
+    if isinstance(store, Neo4jStore):
+        assert store.query(undirected, namespace=ns, params={'key': APP.key}) == mentioning
+    else:
+        with pytest.raises(UnsupportedQueryError, match=r'a relationship without a direction .* line 1, column 52'):
+            store.query(undirected, namespace=ns, params={'key': APP.key})
+        with pytest.raises(UnsupportedQueryError, match='DISTINCT inside an aggregate'):
+            store.query('MATCH (e:Entity {namespace: $namespace}) RETURN count(DISTINCT e) AS n', namespace=ns)
+
+
+def test_a_stubbed_part_has_its_text_on_both_backends(backend: Backend, known: Known) -> None:
+    rows = backend.store.query(
+        "MATCH (b:EvictedBlock {namespace: $namespace}) WHERE b.text CONTAINS 'part' RETURN b.id AS id, b.kind AS kind",
+        namespace=backend.namespace,
+    )
+    assert {'id': known.blocks['part'].id, 'kind': 'part'} in rows

@@ -1431,6 +1431,10 @@ def _translate(
     relabelled = _relabelled(source, tokens) | dict(counted or {})
     for index, token in enumerate(tokens):
         keyword = _keyword(tokens, index)
+        if keyword == 'DISTINCT' and index > 0 and tokens[index - 1].text == '(':
+            raise _unsupported(
+                source, token, 'DISTINCT inside an aggregate (`RETURN DISTINCT` the values and count the rows)'
+            )
         if keyword == 'DISTINCT':
             distinct = token
         elif keyword == 'AS' and distinct is not None:
@@ -1509,11 +1513,17 @@ def run_embedded(
     from grandcypher import GrandCypher  # type: ignore[import-untyped]
     from lark.exceptions import LarkError, UnexpectedInput
 
+    from ._cypher_nulls import apply as apply_null_semantics
+
+    apply_null_semantics()
     source, tokens = prepare_query(cypher)
+    _refuse_undirected(source, tokens)
     # grand-cypher stops matching at its limit: fine for plain rows (one more than the cap says "too many"), wrong
-    # for what is computed over every match (a count, DISTINCT rows), which would come out of the first few. The
+    # for what is computed over every match (a count, DISTINCT rows), which would come out of the first few, and
+    # for a query of several MATCH clauses, whose patterns it cuts at the limit each before WHERE joins them. The
     # query's own SKIP / LIMIT likewise cut the matches there, so they are applied to the rows here instead.
-    whole = _COMPUTED_OVER_MATCHES.search(source) is not None
+    matches = sum(_keyword(tokens, index) == 'MATCH' for index in range(len(tokens)))
+    whole = _COMPUTED_OVER_MATCHES.search(source) is not None or matches > 1
     window = slice(None)
     if whole:
         tokens, window = _rows_window(tokens, params)
@@ -1545,6 +1555,37 @@ def run_embedded(
     if len(rows) > limit:
         raise QueryError(row_limit_message(limit))
     return rows
+
+
+def _refuse_undirected(source: str, tokens: Sequence[Token]) -> None:
+    """grand-cypher matches a relationship without a direction (`(a)-[:MENTIONS]-(b)`, `(a)--(b)`) to nothing: an
+    empty answer, where Neo4j matches both directions. Refused, naming the direction to write."""
+    for index in range(len(tokens) - 2):
+        if tokens[index].text != ')' or tokens[index + 1].text != '-':
+            continue
+        end = index + 2
+        if tokens[end].text == '[':
+            depth = 0
+            while end < len(tokens):
+                depth += (tokens[end].text == '[') - (tokens[end].text == ']')
+                if depth == 0:
+                    break
+                end += 1
+            end += 1
+            if end >= len(tokens) or tokens[end].text != '-':
+                continue  # `]->`: directed
+            end += 1
+        elif tokens[end].text == '-':
+            end += 1
+        else:
+            continue
+        if end < len(tokens) and tokens[end].text == '(':
+            raise _unsupported(
+                source,
+                tokens[index + 1],
+                'a relationship without a direction (write it: `(b)-[:MENTIONS]->(e)`, `(m)-[:SUMMARIZES]->(b)`, '
+                '`(b)-[:NEXT]->(c)`; for either direction, run the query once each way)',
+            )
 
 
 def _rows_window(tokens: list[Token], params: Mapping[str, Any]) -> tuple[list[Token], slice]:
@@ -1756,11 +1797,13 @@ def _add_blocks(graph: Any, conn: sqlite3.Connection, namespace: str) -> None:
         'FROM blocks WHERE namespace = ? ORDER BY session_id, kind, seq, id',
         (namespace,),
     )
-    # a block's text is not stored on its row (the eviction's write stays small): the full-text index holds it, as
-    # rendered from the archived messages, ideographs spaced apart as FTS5 needs them (`text_columns`)
+    # a block's (or a micro-compacted part's) text is not stored on its row (the eviction's write stays small): the
+    # full-text index holds it, as rendered from the archived messages, ideographs spaced apart as FTS5 needs them
+    # (`text_columns`)
     texts = dict(
         conn.execute(
-            "SELECT item_id, text FROM text_fts WHERE namespace = ? AND item_id >= 'blk_' AND item_id < 'blk`'",
+            'SELECT item_id, text FROM text_fts WHERE namespace = ? AND ('
+            "(item_id >= 'blk_' AND item_id < 'blk`') OR (item_id >= 'prt_' AND item_id < 'prt`'))",
             (namespace,),
         )
     )
