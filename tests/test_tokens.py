@@ -140,3 +140,35 @@ def test_a_huge_image_is_measured_without_a_warning() -> None:
     with warnings.catch_warnings():
         warnings.simplefilter('error')
         assert attachment_tokens(message) == image_tokens(12_000, 9_000) == 1_534
+
+
+def test_a_run_without_its_tokenizer_still_logs_every_message(tmp_path: Path) -> None:
+    """The capability needs the tokenizer only to compact: the session log is written without it (nothing was
+    recorded at all before), and compaction is skipped with the warning that says how to fix it."""
+    env = {**os.environ, 'TIKTOKEN_CACHE_DIR': str(tmp_path / 'empty'), 'HTTPS_PROXY': 'http://127.0.0.1:9'}
+    env.pop('MEMENTOGRAPH_ENCODING', None)  # a closed proxy port: no download, online or not
+    code = f"""
+import warnings
+from pydantic_ai import Agent
+from pydantic_ai.models.test import TestModel
+from mementograph import MementoCompaction, open_store
+
+uri = 'sqlite:///{tmp_path / 'memory.db'}'
+agent = Agent(TestModel(), capabilities=[MementoCompaction(uri, session_id='s', max_tokens=500)])
+
+@agent.tool_plain
+def read_log(day: int) -> str:
+    return 'build failed on day 3: exit 2 ' * 200
+
+with warnings.catch_warnings(record=True) as caught:
+    warnings.simplefilter('always')
+    messages = agent.run_sync('Read the build log.').all_messages()
+with open_store(uri) as store:
+    print(len(messages), len(store.read_events('s')))
+print(sum("cannot load the tiktoken encoding 'o200k_base'" in str(w.message) for w in caught))
+"""
+    done = subprocess.run([sys.executable, '-c', code], env=env, capture_output=True, text=True, timeout=120)
+    assert done.returncode == 0, done.stderr
+    (sent, logged), (warned,) = (line.split() for line in done.stdout.splitlines())
+    assert logged == sent and int(logged) >= 4  # request, tool call, tool return, answer
+    assert int(warned) >= 1

@@ -122,17 +122,34 @@ class TokenCounter:
     encoding: str = field(default_factory=lambda: os.environ.get(ENCODING_ENV, DEFAULT_ENCODING))
     """tiktoken encoding name, or `'estimate'` for the 4-characters-a-token estimator (never chosen silently)."""
 
-    _count: Callable[[str], int] = field(init=False, repr=False, compare=False)
+    defer_loading: bool = field(default=False, kw_only=True)
+    """Load the encoding at the first count, not when made. The capability makes its counter before it logs a
+    run's messages, and the log must not wait on (or be lost to) a tokenizer that cannot load: the count fails
+    then, with the same `TokenizerUnavailableError`, and compaction is skipped with a warning."""
+    _count: Callable[[str], int] | None = field(default=None, init=False, repr=False, compare=False)
+    _load_error: TokenizerUnavailableError | None = field(default=None, init=False, repr=False, compare=False)
     _cache: OrderedDict[int, tuple[ModelMessage, int]] = field(
         default_factory=OrderedDict, init=False, repr=False, compare=False
     )
 
     def __post_init__(self) -> None:
-        self._count = _estimate if self.encoding == ESTIMATE else _load_tiktoken(self.encoding)
+        if not self.defer_loading:
+            self._loaded()
+
+    def _loaded(self) -> Callable[[str], int]:
+        if self._count is None:
+            if self._load_error is not None:  # tried once: a download that failed is not tried at every count
+                raise self._load_error
+            try:
+                self._count = _estimate if self.encoding == ESTIMATE else _load_tiktoken(self.encoding)
+            except TokenizerUnavailableError as exc:
+                self._load_error = exc
+                raise
+        return self._count
 
     def count_text(self, text: str) -> int:
         """Tokens in `text`."""
-        return self._count(text) if text else 0
+        return self._loaded()(text) if text else 0
 
     def count_message(self, message: ModelMessage) -> int:
         """Tokens of one message, including the per-message framing overhead."""

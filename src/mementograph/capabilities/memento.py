@@ -577,7 +577,8 @@ class MementoCompaction(AbstractCapability[AgentDepsT]):
         state.run_id = ctx.run_id
         high = max(1, self.high_water(ctx) - state.page_index_tokens)
         if state.compactor is None:
-            counter = TokenCounter(self.encoding or encoding_for_model(getattr(ctx.model, 'model_name', None)))
+            encoding = self.encoding or encoding_for_model(getattr(ctx.model, 'model_name', None))
+            counter = TokenCounter(encoding, defer_loading=True)  # the log goes on without a tokenizer
             judge: Judge | None = RubricJudge() if self.judge == 'default' else self.judge
             engine = MementoEngine(compressor=self.compressor or ExtractiveCompressor(), judge=judge)
             state.compactor = SessionCompactor(
