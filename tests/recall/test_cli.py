@@ -142,3 +142,6 @@ def test_embed_command_stores_every_vector_once(
     assert _vectors(store_uri, first['model']) == (blocks, blocks)
     assert run(['embed', '--store', store_uri, '--embedding', model]) == 0  # a later run reads them all
     assert capsys.readouterr().out.startswith(f'0 blocks embedded and stored, {blocks} read as stored: {blocks} of')
+    with pytest.raises(CliError, match="no session 'nope' in namespace 'default'") as raised:
+        run(['embed', '--store', store_uri, '--embedding', model, '--session', 'nope'])
+    assert raised.value.code == 3  # as every other command says of a session it does not hold, not "0 of 0"

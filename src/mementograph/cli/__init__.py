@@ -70,7 +70,11 @@ def main(argv: Sequence[str] | None = None) -> int:
     # print that line beside ours, which already says what failed.
     logging.getLogger('neo4j').addHandler(logging.NullHandler())
     argv = sys.argv[1:] if argv is None else argv
-    parser = build_parser(_command_of(argv))
+    try:  # importing a command's module (pydantic-ai for `demo`) takes a second or two: Ctrl-C may come then
+        parser = build_parser(_command_of(argv))
+    except KeyboardInterrupt:
+        print('mementograph: interrupted', file=sys.stderr)
+        return 130
     args, extras = parser.parse_known_args(argv)
     if extras:  # argparse would print the top level's usage; the subcommand's says what it does take
         _subcommand_parser(parser, args.command).error(f'unrecognized arguments: {" ".join(extras)}')

@@ -110,6 +110,7 @@ def _embed(args: argparse.Namespace) -> int:
     if model is None:
         raise CliError('embed needs --embedding MODEL (or MEMENTOGRAPH_EMBEDDING_MODEL)', code=2)
     with store_from(args) as store:
+        require_session(store, args.namespace, args.session)
         dense, made = _synced_index(args, store, model, persist=True)
         blocks = store.count_blocks(namespace=args.namespace, session_id=args.session)
     where = f'namespace {args.namespace!r}' + (f', session {args.session!r}' if args.session else '')

@@ -148,7 +148,7 @@ class OnnxEmbeddingModel(EmbeddingModel):
             except ImportError as exc:
                 raise EmbeddingModelError(
                     f'local ONNX embeddings need onnxruntime and tokenizers ({exc.name} is missing): '
-                    "pip install 'mementograph[dense]'"
+                    "pip install -e '/path/to/mementograph[dense]' (the dense extra of your checkout)"
                 ) from exc
             files = OnnxModelFiles.read(self.path)
             pooling, prefix, max_tokens = _defaults(files.name)
