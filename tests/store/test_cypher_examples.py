@@ -317,7 +317,9 @@ def test_nulls_answer_alike_on_both_backends(backend: Backend, known: Known) -> 
 
     def count(where: str) -> int:
         rows = store.query(
-            f'MATCH (m:Memento {{namespace: $namespace}}) WHERE {where} RETURN count(m) AS n', namespace=ns
+            f'MATCH (m:Memento {{namespace: $namespace}}) WHERE {where} RETURN count(m) AS n',
+            namespace=ns,
+            params={'p': '5'},
         )
         return int(rows[0]['n'])
 
@@ -336,6 +338,16 @@ def test_nulls_answer_alike_on_both_backends(backend: Backend, known: Known) -> 
         'MATCH (m:Memento {namespace: $namespace}) RETURN m.score AS score ORDER BY m.score DESC', namespace=ns
     )
     assert [row['score'] for row in ordered] == [None, *sorted(scores, reverse=True)]  # nulls first descending
+    assert count('m.tokens >= $p') == 0  # a number against text compares as null (it raised on the embedded store)
+
+    def smaller(op: str) -> int:
+        cypher = (
+            'MATCH (m:Memento {namespace: $namespace})-[:SUMMARIZES]->(b:EvictedBlock) '
+            f'WHERE m.tokens {op} b.tokens RETURN count(m) AS n'
+        )
+        return int(store.query(cypher, namespace=ns)[0]['n'])
+
+    assert (smaller('<'), smaller('>')) == (4, 0)  # every block's memento is smaller, property against property
 
 
 def test_a_query_of_several_match_clauses_is_cut_after_its_where(backend: Backend, known: Known) -> None:

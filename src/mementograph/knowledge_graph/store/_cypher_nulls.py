@@ -93,6 +93,10 @@ def apply() -> None:
             grandcypher._OPERATORS[operator] = grandcypher.LambdaCompareCondition(_null_aware(compare), operator)
         grandcypher.CompoundCondition.__call__ = _compound_call(grandcypher)
         _patch_order(grandcypher)
+        from grandcypher import indexer
+
+        for querier in (indexer.IncrementIndexQuerier, indexer.NoIndexQuerier):
+            querier.get_comparator = _comparable_only(querier.get_comparator)
         _applied = True
 
 
@@ -115,6 +119,27 @@ def _compound_call(grandcypher: Any) -> Callable[..., tuple[bool, list[Any]]]:
         return bool(value) == self._should_be, [value]
 
     return call
+
+
+def _comparable_only(get_comparator: Callable[[Any, str], Callable[[Any], set[Any]]]) -> Callable[..., Any]:
+    """The attribute index's comparisons (what a `WHERE` on a node property with a literal is answered from): a
+    value of another type (`b.tokens >= '2000'`) raised `TypeError`; in Cypher it compares as null, so the rows
+    that hold one are left out and the others are compared."""
+
+    def comparator(self: Any, op: str) -> Callable[[Any], set[Any]]:
+        fast = get_comparator(self, op)
+        compare = _null_aware(_COMPARISONS[op])
+
+        def query(value: Any) -> set[Any]:
+            try:
+                return fast(value)
+            except _NULL_OR_MISMATCH:
+                pairs = zip(self.indexed_entity_ids, self.indexed_entity_attributes, strict=True)
+                return {entity for entity, attribute in pairs if compare(attribute, value)}
+
+        return query
+
+    return comparator
 
 
 def _patch_order(grandcypher: Any) -> None:
