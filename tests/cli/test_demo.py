@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import json
+import re
 from pathlib import Path
 
 import pytest
@@ -84,6 +85,11 @@ def test_demo_text_shows_the_whole_job(tmp_path: Path, capsys: pytest.CaptureFix
     assert 'request   1' in err and 'compaction before request' in err and 'judge' in err and 'verified' in err
     # the report on stdout
     assert 'identical to the messages the agent held: yes; to the session log: yes' in out
+    # the demo's merges are cut to their room: their being unverified is explained, not left to look like a fault
+    counts = re.search(r'(\d+) mementos, (\d+) verified by the judge', out)
+    assert counts is not None
+    explained = 'of mementos: cut to the room mementos have in the context' in out
+    assert explained == (int(counts[1]) > int(counts[2]))
     assert 'recall(' in out and 'MEMORY INDEX' in out and 'Cypher on the embedded store' in out
     assert f'sawtooth plot saved to {plot}' in out
     assert '\x1b[' not in out + err  # no colour codes when not a terminal

@@ -595,11 +595,17 @@ def run_demo(
     verified = sum(m.verified for m in mementos)
     scores = [m.score for m in mementos if m.score is not None]
     show('')
+    merged_unverified = sum(not m.verified and m.level > 1 for m in mementos)
     show(
         f'[bold]{len(steps)} requests[/], peak {curve.peak:,} tokens (without compaction {curve.peak_baseline:,}); '
         f'{len(curve.compactions)} compactions evicted {len(blocks)} blocks; {len(mementos)} mementos, '
         f'{verified} verified by the judge' + (f' (scores {min(scores):.1f}-{max(scores):.1f})' if scores else '')
     )
+    if merged_unverified:  # fail closed, and why: a merge keeps what fits its room, its children keep the rest
+        show(
+            f'  unverified, {merged_unverified} memento{"s" * (merged_unverified != 1)} of mementos: cut to the room '
+            'mementos have in the context, they leave out what their children keep (recover_block walks to the blocks)'
+        )
     show(f'agent: {_escape(result.output)}')
 
     summary: dict[str, Any] = {
