@@ -2,7 +2,7 @@
 
 from ._compactor import CompactionPolicy, CompactionReport, SessionCompactor
 from ._events import MementoEvent, MementoEvictedEvent, MementoRecoveredEvent, MementoSkippedEvent
-from .memento import MementoCompaction, MementoWarning, Retention
+from .memento import MementoCompaction, MementoWarning, RecallScope, Retention
 
 __all__ = (
     'CompactionPolicy',
@@ -13,6 +13,7 @@ __all__ = (
     'MementoRecoveredEvent',
     'MementoSkippedEvent',
     'MementoWarning',
+    'RecallScope',
     'Retention',
     'SessionCompactor',
 )

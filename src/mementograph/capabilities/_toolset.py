@@ -17,7 +17,14 @@ from .._text import echo
 from .._threads import in_thread
 from ..knowledge_graph import item_id
 from ..knowledge_graph.memory import render_block
-from ..knowledge_graph.recall import EMPTY_QUERY, out_of_range, recall, render_recall, retrieve_page
+from ..knowledge_graph.recall import (
+    EMPTY_QUERY,
+    TimeFilterError,
+    out_of_range,
+    recall,
+    render_recall,
+    retrieve_page,
+)
 from ..knowledge_graph.store import (
     BlockIntegrityError,
     ChainIntegrityError,
@@ -119,7 +126,7 @@ class MementoToolset(FunctionToolset[AgentDepsT]):
 
         try:
             try:
-                blocks = await chain(session)
+                blocks = await chain(capability.recall_session(ctx))
             except NotFoundError:
                 # a memento the live context holds names its block, though the run's session is another one (a
                 # history continued under a new conversation id, or one kept without ids): the agent was given it
@@ -127,7 +134,10 @@ class MementoToolset(FunctionToolset[AgentDepsT]):
                     raise
                 blocks = await chain(None)
         except NotFoundError:
-            return f'No archived block {echo(block_id)} in this session. Use the id a memento names.'
+            if block_id.startswith('pg_'):
+                return f'{echo(block_id)} is a page of the memory index: read it with retrieve_page("{block_id}").'
+            where = 'in this session' if capability.recall_scope == 'session' else 'in this memory'
+            return f'No archived block {echo(block_id)} {where}. Use the id a memento or recall names.'
         except ChainIntegrityError as exc:  # the blocks that passed are still the agent's
             blocks, damaged = list(exc.recovered), exc.damaged
         except BlockIntegrityError as exc:
@@ -171,40 +181,58 @@ class MementoToolset(FunctionToolset[AgentDepsT]):
             f'{len(report.merged_memento_ids)} memento merges. Recover any block with recover_block(id).'
         )
 
-    async def recall(self, ctx: RunContext[AgentDepsT], query: str, k: int = 5) -> str:
+    async def recall(
+        self,
+        ctx: RunContext[AgentDepsT],
+        query: str,
+        k: int = 5,
+        since: str | None = None,
+        until: str | None = None,
+    ) -> str:
         """Find archived blocks by the entities and words they mention (files, symbols, errors, values, names,
         dates), with why each was found; recover any of them with `recover_block`.
 
         Args:
             query: What to look for.
             k: How many blocks to return (at most 20).
+            since: Only blocks that started at or after this date or time (ISO 8601, e.g. `2023-05-01`).
+            until: Only blocks that started before this date or time (ISO 8601).
         """
-        return await answer_or_unavailable('recall', lambda: self._recall(ctx, query, k))
+        return await answer_or_unavailable('recall', lambda: self._recall(ctx, query, k, since, until))
 
-    async def _recall(self, ctx: RunContext[AgentDepsT], query: str, k: int) -> str:
+    async def _recall(
+        self, ctx: RunContext[AgentDepsT], query: str, k: int, since: str | None, until: str | None
+    ) -> str:
         if not query.strip():
             return EMPTY_QUERY
         capability = self._run_capability(ctx)
-        store, session_id = capability.graph_store, capability.resolve_session_id(ctx)
+        store, session_id = capability.graph_store, capability.recall_session(ctx)
+        since, until = (since or '').strip() or None, (until or '').strip() or None
         # not bounded: the first recall of a long session may embed hundreds of blocks, legitimately slow
         dense, complete = await in_thread(capability.synced_dense_index, store, session_id)
-        hits = await capability.store_calls()(
-            recall,
-            store,
-            query,
-            max(1, min(k, 20)),
-            method='fused' if dense is None else 'hybrid',
-            namespace=capability.namespace,
-            session_id=session_id,
-            now=datetime.now(UTC),  # "yesterday", "two hours ago" in a query mean from now
-            dense=dense,
-        )
+        try:
+            hits = await capability.store_calls()(
+                recall,
+                store,
+                query,
+                max(1, min(k, 20)),
+                method='fused' if dense is None else 'hybrid',
+                namespace=capability.namespace,
+                session_id=session_id,
+                since=since,
+                until=until,
+                now=datetime.now(UTC),  # "yesterday", "two hours ago" in a query mean from now
+                dense=dense,
+            )
+        except TimeFilterError as exc:  # the model's argument, not a failing memory: say what to send instead
+            return str(exc)
         note = ''
         if dense is not None and not complete:
             note = (
                 '[meaning: the newest archived blocks are still being embedded; they are found by entities and words]\n'
             )
-        return note + render_recall(hits, query, max_chars=output_chars(capability.high_water(ctx)) - len(note))
+        chars = output_chars(capability.high_water(ctx)) - len(note)
+        return note + render_recall(hits, query, max_chars=chars, since=since, until=until)
 
     async def retrieve_page(self, ctx: RunContext[AgentDepsT], page_id: str, part: int = 1) -> str:
         """Return the archived blocks of one page of the memory index, within a token cap.
@@ -214,15 +242,20 @@ class MementoToolset(FunctionToolset[AgentDepsT]):
             part: Part of the page's output when it is long (1-based).
         """
         capability = self._run_capability(ctx)
+        page = item_id(page_id)
+        # a number is a page of this session; an id may be another session's, when recall searches them all
+        scope = capability.resolve_session_id(ctx) if not page.startswith('pg_') else capability.recall_session(ctx)
 
         async def work() -> str:
             return await capability.store_calls()(
                 retrieve_page,
                 capability.graph_store,
-                item_id(page_id),
-                session_id=capability.resolve_session_id(ctx),
+                page,
+                session_id=scope,
                 namespace=capability.namespace,
                 part=part,
+                max_tokens=output_chars(capability.high_water(ctx)) // 4,  # ~4 characters a token: as recover_block's
+                counter=None if capability._state.compactor is None else capability._state.compactor.counter,
             )
 
         return await answer_or_unavailable('retrieve_page', work)

@@ -80,9 +80,11 @@ _SPAN_NAME = 'memento_compaction'
 _SCRATCH_URI = 'memory://'
 
 Retention = Literal['permanent', 'run', 'none']
+RecallScope = Literal['session', 'namespace']
 """How long a session's archive lives: for good, until the end of the run, or not at all (see
 `MementoCompaction.retention`)."""
 _RETENTIONS: tuple[Retention, ...] = get_args(Retention)
+_RECALL_SCOPES: tuple[RecallScope, ...] = get_args(RecallScope)
 
 
 def _is_async(function: object) -> bool:
@@ -234,6 +236,13 @@ class MementoCompaction(AbstractCapability[AgentDepsT]):
     `recall`, `retrieve_page`) read only this namespace and the run's session, so an id from elsewhere is simply
     not found."""
 
+    recall_scope: RecallScope = 'session'
+    """What the memory tools search: `'session'`, the run's conversation (what it evicted, and what runs
+    continuing it evicted); `'namespace'`, every session of the namespace, so an assistant that starts a new
+    conversation each time (a new `conversation_id`) recalls what earlier ones archived, and `recover_block` /
+    `retrieve_page` take their ids. Give each user their own namespace then: it is what keeps their memories
+    apart."""
+
     retention: Retention = 'permanent'
     """How long the archive lives. `'permanent'`: in the store for good. `'run'`: everything the session holds
     (log, blocks, mementos, pages, mentions) is deleted from the store when the run ends -- also when it fails or
@@ -362,6 +371,10 @@ class MementoCompaction(AbstractCapability[AgentDepsT]):
         for name in ('memento_share', 'conversation_memento_share'):  # else every compaction would fail at run time
             if not 0 < getattr(self, name) <= 1:
                 raise ValueError(f'{name} must be in (0, 1]')
+        if self.recall_scope not in _RECALL_SCOPES:
+            raise ValueError(
+                f'recall_scope must be one of {", ".join(map(repr, _RECALL_SCOPES))}, not {self.recall_scope!r}'
+            )
         if self.retention not in _RETENTIONS:
             raise ValueError(f'retention must be one of {", ".join(map(repr, _RETENTIONS))}, not {self.retention!r}')
         if self.redact is not None and not callable(self.redact):
@@ -505,7 +518,7 @@ class MementoCompaction(AbstractCapability[AgentDepsT]):
         return None if self._dense is None else self._dense.get()
 
     def synced_dense_index(
-        self, store: GraphStore, session_id: str, *, wait: float | None = RECALL_SYNC_WAIT_SECONDS
+        self, store: GraphStore, session_id: str | None, *, wait: float | None = RECALL_SYNC_WAIT_SECONDS
     ) -> tuple[DenseIndex | None, bool]:
         """`(the recall tool's vectors, whether they cover every archived block of the session)`; `(None, False)`
         without `embedding`, or with the model failing (recall then ranks by entities and words, and a warning
@@ -539,6 +552,10 @@ class MementoCompaction(AbstractCapability[AgentDepsT]):
         return self._state.reports if self._run_copy else self._latest_run.reports
 
     # -- compaction -----------------------------------------------------------------------------------------------
+
+    def recall_session(self, ctx: RunContext[Any]) -> str | None:
+        """The session the memory tools search, or `None` for the whole namespace (`recall_scope`)."""
+        return None if self.recall_scope == 'namespace' else self.resolve_session_id(ctx)
 
     def resolve_session_id(self, ctx: RunContext[Any]) -> str:
         return self.session_id or ctx.conversation_id or 'default'
