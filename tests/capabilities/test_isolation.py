@@ -77,7 +77,9 @@ async def test_ids_of_another_scope_are_not_found(shared: Shared, where: str) ->
 
     foreign_block, foreign_memento, own = tool_returns(model, 'recover_block')
     assert foreign_block == f'No archived block {blocks[0]!r} in this session. Use the id a memento or recall names.'
-    assert foreign_memento == f'No archived block {mementos[0]!r} in this session. Use the id a memento or recall names.'
+    assert (
+        foreign_memento == f'No archived block {mementos[0]!r} in this session. Use the id a memento or recall names.'
+    )
     assert 'sha256 verified' in own and 'QUOKKABETA' in own  # the tool itself works
 
     by_id, by_number = tool_returns(model, 'retrieve_page')

@@ -60,6 +60,9 @@ async def test_recall_scope_namespace_finds_what_earlier_conversations_archived(
     shared = await ask(store, calls, recall_scope='namespace')
     assert shared['recall'].startswith('1. recover_block(') and 'module_0.py (exact)' in shared['recall']
     assert f'[block {archived[0].id}: messages ' in shared['recover']
+    started = archived[0].started_at
+    assert started and f', from {started[:16]}, sha256 verified]' in shared['recover']  # a "yesterday" can be dated
+    assert f', from {started[:16]}]' in shared['page']
     assert shared['page'].startswith(f'[page {page.number}') and archived[0].id in shared['page']
 
     other = await ask(store, calls, recall_scope='namespace', namespace='someone-else')

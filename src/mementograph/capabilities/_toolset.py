@@ -20,6 +20,7 @@ from ..knowledge_graph.memory import render_block
 from ..knowledge_graph.recall import (
     EMPTY_QUERY,
     TimeFilterError,
+    block_heading,
     out_of_range,
     recall,
     render_recall,
@@ -147,11 +148,7 @@ class MementoToolset(FunctionToolset[AgentDepsT]):
             await ctx.emit(MementoRecoveredEvent(session_id=session, block_id=block_id, exact=True))
         except UserError:  # the toolset was added on its own (beside a harness tier), not by the capability
             logger.debug('mementograph: recovered %s; no capability to emit the event from', block_id)
-        parts = [
-            f'[block {b.record.id}: messages {b.record.first_message}-{b.record.last_message}, sha256 verified]\n'
-            + render_block(b.messages)
-            for b in blocks
-        ]
+        parts = [f'{block_heading(b.record, verified=True)}\n{render_block(b.messages)}' for b in blocks]
         if damaged:  # first, so that the first page says it
             parts.insert(
                 0,

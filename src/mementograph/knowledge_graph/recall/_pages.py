@@ -402,9 +402,16 @@ def page_parts(
         except BlockIntegrityError as exc:
             chunks.append(f'[block {block_id}: not shown, {exc}]')
             continue
-        text = f'[block {block_id}: messages {recovered.record.first_message}-{recovered.record.last_message}]\n'
-        chunks.append(text + render_block(recovered.messages))
+        chunks.append(f'{block_heading(recovered.record)}\n{render_block(recovered.messages)}')
     return _split(chunks, max(20, max_tokens), counter)
+
+
+def block_heading(record: BlockRecord, *, verified: bool = False) -> str:
+    """`[block blk_...: messages 12-15, from 2023-05-08T13:56]`: where a recovered block sits in its session, and
+    when it started, so that its "yesterday" or "last Friday" can be dated by whoever reads it."""
+    started = f', from {record.started_at[:16]}' if record.started_at else ''
+    check = ', sha256 verified' if verified else ''
+    return f'[block {record.id}: messages {record.first_message}-{record.last_message}{started}{check}]'
 
 
 def retrieve_page(
