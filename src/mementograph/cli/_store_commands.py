@@ -79,6 +79,7 @@ def _block_text(recovered: RecoveredBlock) -> str:
 
     record = recovered.record
     header = f'block {record.id}  session {record.session_id}  messages {record.first_message}-{record.last_message}'
+    header += f'  started {record.started_at[:16]}' if record.started_at else ''
     return header + f'  sha256 {record.sha256} (verified)\n\n' + render_block(recovered.messages)
 
 
