@@ -73,7 +73,11 @@ def test_query_prints_a_table_or_json(db: str, unique_namespace: str, capsys: py
 def test_session_option_binds_session_id(db: str, unique_namespace: str, capsys: pytest.CaptureFixture[str]) -> None:
     cypher = 'MATCH (p:Page {namespace: $namespace, session_id: $session_id}) RETURN p.number AS n ORDER BY n'
     assert _cli(['query', cypher, '--store', db, '--namespace', unique_namespace, '--session', 'alpha', '--json']) == 0
-    assert json.loads(capsys.readouterr().out) == [{'n': 1}, {'n': 2}]
+    bound = capsys.readouterr()
+    assert json.loads(bound.out) == [{'n': 1}, {'n': 2}] and 'is null without --session' not in bound.err
+    assert _cli(['query', cypher, '--store', db, '--namespace', unique_namespace, '--json']) == 0
+    captured = capsys.readouterr()  # no session: nothing matches, and the command says why
+    assert json.loads(captured.out) == [] and '$session_id is null without --session ID' in captured.err
 
 
 def test_refusals_reach_the_caller(db: str, unique_namespace: str) -> None:

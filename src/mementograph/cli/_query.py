@@ -7,8 +7,10 @@ import base64
 import inspect
 import json
 import math
+import re
+import sys
 from collections.abc import Mapping, Sequence
-from typing import Any
+from typing import Any, Final
 
 from ..knowledge_graph.store import GraphStore
 from ..knowledge_graph.store._cypher import DEFAULT_QUERY_LIMIT, DEFAULT_QUERY_TIMEOUT
@@ -103,7 +105,15 @@ def _query(args: argparse.Namespace) -> int:
             timeout=args.timeout,
         )  # fmt: skip
     emit(args, _jsonable(rows), render_table(rows))
+    if not rows and args.session is None and 'session_id' not in params and _READS_SESSION.search(args.cypher):
+        print(  # the README's per-session examples, run without a session, answer nothing: say why
+            'mementograph query: $session_id is null without --session ID (`mementograph stats` lists the sessions)',
+            file=sys.stderr,
+        )
     return 0
+
+
+_READS_SESSION: Final = re.compile(r'\$session_id\b')
 
 
 def _seconds(text: str) -> float:
