@@ -762,9 +762,9 @@ class SqliteStore:
     Block text is not stored: the full-text index renders it from the archived messages, lazily, at the first
     search after an eviction (`BlockRecord.text` reads back empty); entity mentions likewise wait, encoded on the
     eviction's block row (or in `mention_queue`), until the first entity read. One eviction is one `BEGIN IMMEDIATE ... COMMIT` transaction; WAL
-    with `synchronous=NORMAL` writes the commit to the WAL file before `COMMIT` returns, so a process killed after
-    it loses nothing and one killed before leaves nothing (a power cut may lose the last commits, never corrupt the
-    file). Another process writing the same file is waited for up to `busy_timeout` seconds, then `StoreBusyError`
+    with `synchronous=FULL` syncs the commit to the disk before `COMMIT` returns, so a process killed, or a machine
+    losing power, after it loses nothing and one killed before leaves nothing: the block leaves the live context
+    only once its archive is on the disk (`NORMAL` would leave the last commits to the OS's writeback). Another process writing the same file is waited for up to `busy_timeout` seconds, then `StoreBusyError`
     names the file.
     """
 
@@ -848,7 +848,9 @@ class SqliteStore:
             try:
                 self._file_format(conn)  # another application's file is refused before WAL would change it for good
                 conn.execute('PRAGMA journal_mode = WAL')
-                conn.execute('PRAGMA synchronous = NORMAL')
+                conn.execute(
+                    'PRAGMA synchronous = FULL'
+                )  # a commit reaches the disk before the block leaves the context
                 conn.execute('PRAGMA cache_size = -65536')  # 64 MiB: index pages stay hot at 100k blocks
                 conn.execute('PRAGMA secure_delete = ON')  # deleted rows are zeroed, not left readable in the file
                 conn.execute(f'PRAGMA journal_size_limit = {_WAL_SIZE_LIMIT}')
