@@ -12,7 +12,7 @@ from pydantic_ai.messages import ModelRequest, ModelResponse, TextPart, UserProm
 
 from mementograph.knowledge_graph import BlockRecord, Eviction
 from mementograph.knowledge_graph.recall import _values
-from mementograph.knowledge_graph.store import SqliteStore, _sqlite
+from mementograph.knowledge_graph.store import BlockIntegrityError, SqliteStore, _sqlite
 
 
 @pytest.fixture
@@ -185,3 +185,34 @@ def test_a_compound_word_is_searched_through_its_token_pairs(tmp_path: Path) -> 
         assert set(_ids(store, 'scripts/reproduce_issue', k=10)) == {ids[2]}
         assert set(_ids(store, 'issue', k=10)) == set(ids[:4])
         assert set(_ids(store, 'stand-up', k=10)) == {ids[4], ids[5]}
+
+
+def test_a_block_whose_bytes_were_altered_does_not_stop_every_search(
+    tmp_path: Path, caplog: pytest.LogCaptureFixture
+) -> None:
+    """The full-text catch-up renders each new block from its archived messages; bytes altered on the disk made
+    that raise, and every search (the agent's `recall` too) failed with it. The block is indexed from its raw bytes,
+    named in a warning, and still never recovered (its sha256 check fails)."""
+    from tests.builders import session_history
+    from tests.store.conftest import _sqlite_tamper
+    from tests.store.test_contract import make_eviction
+
+    store = SqliteStore(tmp_path / 'm.db')
+    try:
+        blocks = []
+        for seq, prefix in enumerate(('tiger', 'omega')):
+            eviction, block, _ = make_eviction(
+                session_history(1, prefix=prefix), session_id='s', namespace='default', seq=seq
+            )
+            store.write_eviction(eviction)
+            blocks.append(block)
+        _sqlite_tamper(store)(blocks[0].id)  # before any search: the catch-up meets it
+        with caplog.at_level('WARNING', logger='mementograph'):
+            found = {hit.id for hit in store.search_text('omega', k=5)}
+        assert blocks[1].id in found
+        assert f'block {blocks[0].id} of ' in caplog.text and 'does not decode' in caplog.text
+        assert blocks[0].id in {hit.id for hit in store.search_text('tiger', k=5)}  # its words are still found
+        with pytest.raises(BlockIntegrityError):
+            store.recover_block(blocks[0].id)
+    finally:
+        store.close()

@@ -8,6 +8,7 @@ from __future__ import annotations
 
 import hashlib
 import json
+import logging
 import os
 import re
 import sqlite3
@@ -64,6 +65,8 @@ if TYPE_CHECKING:  # recall reads (section at the end of SqliteStore); a runtime
     from ..recall._values import BlockInfo, EntityLookup
 
 __all__ = ('SqliteStore',)
+
+logger = logging.getLogger('mementograph')
 
 FORMAT: Final = 'mementograph-sqlite-9'
 """Written to `meta`. Format 1 files (a `summarizes` link table, eager entity index), format 2 files (a
@@ -1726,7 +1729,16 @@ class SqliteStore:
                 (done, room),
             )
             for row in blocks:
-                text = '\n'.join(message_text(m) for m in deserialize_messages(_stored_bytes(row['messages_json'])))
+                raw = _stored_bytes(row['messages_json'])
+                try:
+                    text = '\n'.join(message_text(m) for m in deserialize_messages(raw))
+                except ValueError as exc:  # bytes altered on the disk: one block must not stop every search
+                    text = raw.decode('utf-8', 'replace')
+                    logger.warning(
+                        'mementograph: block %s of %s does not decode (%s); indexed for search from its raw bytes, '
+                        'and never recovered unless it passes its sha256 check (`mementograph verify` names it)',
+                        row['id'], self._where(), type(exc).__name__,
+                    )  # fmt: skip
                 namespace, session = row['namespace'], row['session_id']
                 scope = _scope_tokens(namespace, session)
                 conn.execute(_INSERT_TEXT, (row['id'], namespace, session, scope, *text_columns(text)))
