@@ -441,3 +441,33 @@ def test_a_block_column_retyped_by_another_tool_is_checked_not_a_crash(tmp_path:
     assert found(report) == {('hash_mismatch', other)}
     assert store.recover_block(same)  # the text is the archived bytes
     store.close()
+
+
+def test_an_altered_log_message_is_a_log_hash_mismatch(
+    backend: Backend, archived: dict[str, Archived], monkeypatch: pytest.MonkeyPatch, capsys: pytest.CaptureFixture[str]
+) -> None:
+    """The session log is the full record (`transcript` rebuilds the session from it): an edit on the disk passed
+    `verify` before, and `transcript` showed the altered text."""
+    ns = backend.namespace
+    where = {'ns': ns, 'index': 1}
+    (payload,) = raw(
+        backend,
+        sql="SELECT payload FROM events WHERE namespace = :ns AND session_id = 'a' AND message_index = :index",
+        cypher="MATCH (e:Event {namespace: $ns, session_id: 'a', message_index: $index}) RETURN e.payload",
+        **where,
+    )[0]
+    altered = bytes(payload).replace(b'a', b'b', 1)
+    assert altered != bytes(payload)
+    raw(
+        backend,
+        sql="UPDATE events SET payload = :p WHERE namespace = :ns AND session_id = 'a' AND message_index = :index",
+        cypher="MATCH (e:Event {namespace: $ns, session_id: 'a', message_index: $index}) SET e.payload = $p",
+        p=altered,
+        **where,
+    )
+
+    report = verify_store(backend.store, namespace=ns)
+    assert found(report) == {('log_hash_mismatch', 'message 1')} and report.problems[0].session_id == 'a'
+    assert verify_store(backend.store, namespace=ns, session_id='b').ok
+    assert cli(backend, ['verify', '--session', 'a'], monkeypatch) == 4
+    assert 'log_hash_mismatch  message 1  session a: logged sha256' in capsys.readouterr().out

@@ -33,6 +33,7 @@ PROBLEM_KINDS: Final = (
     'page_missing_block',
     'block_without_page',
     'block_in_many_pages',
+    'log_hash_mismatch',
 )
 """Every `VerifyProblem.kind`:
 
@@ -48,7 +49,9 @@ PROBLEM_KINDS: Final = (
   blocks' message ranges overlap;
 - `page_missing_block`: a page's `CONTAINS` leads to no block of its session, skips a position, or its blocks
   do not span its turn range;
-- `block_without_page` / `block_in_many_pages`: in a session that has pages, a block in none or in several.
+- `block_without_page` / `block_in_many_pages`: in a session that has pages, a block in none or in several;
+- `log_hash_mismatch`: a message of the session log no longer hashes to the sha256 logged with it (`transcript`
+  would show altered text).
 """
 
 
@@ -112,6 +115,7 @@ def verify_store(
         | {p.session_id for p in links.pages}
     )
     problems += _check_links(links, recorded)
+    problems += [problem for session in sorted(recorded) for problem in _check_log(store, namespace, session)]
     return VerifyReport(
         ok=not problems,
         blocks_checked=blocks_checked,
@@ -148,6 +152,23 @@ def _check_bytes(record: BlockRecord) -> VerifyProblem | None:
     except ValueError as exc:
         return VerifyProblem('undecodable_block', record.id, record.session_id, f'not pydantic-ai messages: {exc}')
     return None
+
+
+def _check_log(store: GraphStore, namespace: str, session_id: str) -> list[VerifyProblem]:
+    """Each logged message's bytes against the sha256 logged with it: the log is the full record, `transcript`
+    rebuilds the session from it, and an edit on the disk would otherwise pass unseen."""
+    from ..._messages import messages_sha256
+
+    return [
+        VerifyProblem(
+            'log_hash_mismatch',
+            f'message {event.message_index}',
+            session_id,
+            f'logged sha256 {event.sha256}, bytes hash to {actual}: the session log was altered or corrupted',
+        )
+        for event in store.read_events(session_id, namespace=namespace)
+        if event.kind == 'message' and (actual := messages_sha256(event.payload)) != event.sha256
+    ]
 
 
 def _check_links(links: GraphLinks, recorded_sessions: set[str]) -> list[VerifyProblem]:
