@@ -49,6 +49,7 @@ from ..knowledge_graph import (
 from ..knowledge_graph.entities import MentionExtractor
 from ..knowledge_graph.memory import (
     BlockInput,
+    ExtractiveCompressor,
     MementoEngine,
     MementoResult,
     Segment,
@@ -99,6 +100,8 @@ _MERGE_MAX_SHARE: Final = 0.9
 
 _PAGE_ATTEMPTS: Final = 5
 """Times an eviction computes its pages and writes when other runs keep paging the session's blocks meanwhile."""
+COMPRESS_ATTEMPTS: Final = 3
+"""Compactions a block's compressor may fail on before the extractive compressor writes its memento."""
 
 logger = logging.getLogger('mementograph')
 
@@ -249,6 +252,11 @@ class SessionCompactor:
     _recent_tokens: dict[str, int] = field(default_factory=dict[str, int], init=False, repr=False)
     """Tokens of the blocks this compactor archived lately, so extending the open page reads none of its blocks
     back (each a round trip on a server, with the block's whole messages)."""
+    _warned_fallback: bool = field(default=False, init=False, repr=False)
+    _compress_failures: dict[int, int] = field(default_factory=dict[int, int], init=False, repr=False)
+    """Compressions that failed, per block (its first log position). A failure leaves the block in the context
+    to be tried again; after `COMPRESS_ATTEMPTS` the extractive compressor writes its memento, so one block the
+    compressor will not take (an LLM's refusal) does not keep every later block in the context for good."""
 
     # -- the live history -----------------------------------------------------------------------------------------
 
@@ -702,6 +710,23 @@ class SessionCompactor:
             parts.append(part)
         return replace(message, parts=parts)
 
+    def _engine_for(self, log_index: int) -> MementoEngine:
+        """The engine, or for a block its compressor failed on `COMPRESS_ATTEMPTS` times, the same engine with the
+        extractive compressor (which needs no model), said in a warning."""
+        if self._compress_failures.get(log_index, 0) < COMPRESS_ATTEMPTS:
+            return self.engine
+        if isinstance(self.engine.compressor, ExtractiveCompressor):
+            return self.engine  # nothing else to fall back on: it is tried again, and warned about again
+        if not self._warned_fallback:
+            self._warned_fallback = True
+            warnings.warn(
+                f'mementograph: {self.engine.compressor.name} failed {COMPRESS_ATTEMPTS} times on the block at '
+                f'message {log_index}; the extractive compressor writes the mementos of such blocks',
+                MementoWarning,
+                stacklevel=3,
+            )
+        return replace(self.engine, compressor=ExtractiveCompressor())
+
     def _originals_of(self, spans: Sequence[Sequence[ModelMessage]]) -> list[list[ModelMessage]]:
         return [self._originals(span) for span in spans]
 
@@ -801,7 +826,13 @@ class SessionCompactor:
             if fit_stubs and any(micro_part_of(message) is not None for message in span):
                 room = max(1, self.counter.count_messages(span) - _STUB_OVERHEAD_TOKENS - _STUBBED_SPAN_SAVING)
             inputs.append(BlockInput(messages=block_messages, text=text, tokens=size, zone=self.zone, max_tokens=room))
-        outcomes = await asyncio.gather(*(self.engine.make_memento(b) for b in inputs), return_exceptions=True)
+        engines = [self._engine_for(log_index) for _, log_index in chosen]
+        outcomes = await asyncio.gather(
+            *(engine.make_memento(b) for engine, b in zip(engines, inputs, strict=True)), return_exceptions=True
+        )
+        for (_, log_index), outcome in zip(chosen, outcomes, strict=True):
+            if isinstance(outcome, Exception):
+                self._compress_failures[log_index] = self._compress_failures.get(log_index, 0) + 1
         failed = next((i for i, outcome in enumerate(outcomes) if isinstance(outcome, BaseException)), None)
         if failed is not None:
             error = outcomes[failed]
