@@ -250,6 +250,24 @@ async def test_a_store_file_deleted_while_open_is_not_written_to(tmp_path: Path)
     assert reopened.stats().blocks > 0
 
 
+async def test_a_capability_given_a_uri_opens_a_replaced_file_again_at_the_next_run(tmp_path: Path) -> None:
+    """The warning says to open the store again; a capability that opened the URI itself now does, at the next run
+    (every later run of the agent archived nothing before)."""
+    path = tmp_path / 'm.db'
+    capability = MementoCompaction(f'sqlite://{path}', max_tokens=1_500)
+    await scripted_agent(ScriptedModel(steps=6), [capability]).run('Go.')
+    assert capability.graph_store.stats().blocks > 0
+    for suffix in ('', '-wal', '-shm'):  # a user resetting memory by hand between runs
+        Path(f'{path}{suffix}').unlink(missing_ok=True)
+    with warnings.catch_warnings(record=True) as caught:
+        warnings.simplefilter('always')
+        result = await scripted_agent(ScriptedModel(steps=6), [capability]).run('Go.')
+    assert not [w for w in caught if issubclass(w.category, MementoWarning)]
+    assert stub_texts(result.all_messages())  # compacted into the new file
+    with open_store(f'sqlite://{path}') as reopened:
+        assert reopened.stats().blocks > 0 and reopened.stats().sessions == 1
+
+
 async def test_memory_tools_answer_instead_of_raising_when_the_store_fails(tmp_path: Path) -> None:
     store = open_store(f'sqlite://{tmp_path / "m.db"}')
     store.close()

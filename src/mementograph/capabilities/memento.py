@@ -151,6 +151,12 @@ class _Shared(Generic[T]):
                 self._value = self.make()
             return self._value
 
+    def renew(self, stale: T) -> None:
+        """Make the value again at its next use, if it is still `stale` (another run may have renewed it)."""
+        with self._lock:
+            if self._value is stale:
+                self._value = None
+
 
 @dataclass
 class _RunState:
@@ -513,6 +519,20 @@ class MementoCompaction(AbstractCapability[AgentDepsT]):
             return state.scratch
         return self._shared.get()
 
+    def _reopen_if_replaced(self) -> None:
+        """A store file deleted or replaced since the capability opened it (a restore from a backup, say) is
+        opened again at the run's start, from the URI the capability was given: the old connection refuses to
+        write (the file is gone), and every later run would archive nothing. A store object the caller made is
+        the caller's to reopen."""
+        if self.retention == 'none' or isinstance(self.store, GraphStore):
+            return
+        store = self._shared.get()
+        replaced = getattr(store, 'file_replaced', None)
+        if callable(replaced) and replaced():
+            logger.warning('mementograph: %s was deleted or replaced; opening it again', store.uri)
+            self._shared.renew(store)
+            store.close()
+
     def dense_index(self) -> DenseIndex | None:
         """The `recall` tool's vectors, with `embedding` set (the model loads at first use)."""
         return None if self._dense is None else self._dense.get()
@@ -594,6 +614,7 @@ class MementoCompaction(AbstractCapability[AgentDepsT]):
         state.run_id = ctx.run_id
         high = max(1, self.high_water(ctx) - state.page_index_tokens)
         if state.compactor is None:
+            self._reopen_if_replaced()
             encoding = self.encoding or encoding_for_model(getattr(ctx.model, 'model_name', None))
             counter = TokenCounter(encoding, defer_loading=True)  # the log goes on without a tokenizer
             judge: Judge | None = RubricJudge() if self.judge == 'default' else self.judge

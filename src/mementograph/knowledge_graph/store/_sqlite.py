@@ -1044,10 +1044,15 @@ class SqliteStore:
             return None
         return found.st_dev, found.st_ino
 
+    def file_replaced(self) -> bool:
+        """Whether the file at the store's path is no longer the one it opened (deleted, or replaced: restored from
+        a backup, moved aside): the store then refuses to write, and the path must be opened again."""
+        return self._file_identity is not None and self._identity() != self._file_identity
+
     def _check_file_identity(self) -> None:
         """Refuse to write once the file was deleted or replaced under the open connection: SQLite would go on
         writing to the unlinked file, and every eviction after that would vanish when the store is closed."""
-        if self._file_identity is not None and self._identity() != self._file_identity:
+        if self.file_replaced():
             raise StoreUnavailableError(
                 f'{self._path} was deleted or replaced while this store had it open; nothing was written. '
                 'Open the store again (a new run, or open_store) to write to the file now at that path.'
