@@ -5,6 +5,7 @@ position another one holds."""
 from __future__ import annotations
 
 import asyncio
+import itertools
 from collections.abc import Awaitable, Callable, Iterator
 from pathlib import Path
 from typing import Any
@@ -336,3 +337,20 @@ async def test_the_transcript_marks_where_a_branch_starts(tmp_path: Path, capsys
     starts = [len(b.all_messages()), len(b.all_messages()) + len(a.all_messages()) + 2]
     assert [lines[i + 1] for i in markers] == [f'--- message {start} ---' for start in starts]
     assert all(lines[i].startswith('=== a branch: message 0 and those after it') for i in markers)
+
+
+async def test_a_session_continued_from_its_own_log_archives_nothing_twice(tmp_path: Path) -> None:
+    """After a crash an application may have only the log (`mementograph transcript --json`). Continued from it,
+    the history holds raw again what the first run had archived, and micro-compaction had cut the first run's
+    blocks elsewhere: new blocks overlapped the archived ones and `verify` failed (broken_next_chain)."""
+    uri = f'sqlite:///{tmp_path / "memory.db"}'
+    with open_store(uri) as store:
+        capability = MementoCompaction(store, max_tokens=2_500, session_id='s', micro_min_tokens=500)
+        await scripted_agent(ScriptedModel(steps=6), [capability]).run('Fix modules.')
+        assert store.list_blocks(session_id='s', kind='part'), 'the first run should have stubbed tool results'
+        history = logged(store)  # what `transcript --json` gives: every message, raw
+        again = MementoCompaction(store, max_tokens=2_500, session_id='s', micro_min_tokens=500)
+        await scripted_agent(ScriptedModel(steps=6), [again]).run('Go on.', message_history=history)
+        assert verify_store(store, session_id='s').ok
+        blocks = sorted(store.list_blocks(session_id='s'), key=lambda b: b.first_message)
+        assert all(b.last_message < after.first_message for b, after in itertools.pairwise(blocks))

@@ -252,6 +252,10 @@ class SessionCompactor:
     _recent_tokens: dict[str, int] = field(default_factory=dict[str, int], init=False, repr=False)
     """Tokens of the blocks this compactor archived lately, so extending the open page reads none of its blocks
     back (each a round trip on a server, with the block's whole messages)."""
+    _archived_bounds: set[int] | None = field(default=None, init=False, repr=False)
+    """Log positions where an archived block of the session starts, or ends + 1: a history that holds archived
+    messages raw again (a session continued from its `transcript`) is cut there, so its blocks are the archived
+    ones (the same ids: written again, nothing doubles) and never overlap them. Read once a run."""
     _warned_fallback: bool = field(default=False, init=False, repr=False)
     _compress_failures: dict[int, int] = field(default_factory=dict[int, int], init=False, repr=False)
     """Compressions that failed, per block (its first log position). A failure leaves the block in the context
@@ -532,6 +536,8 @@ class SessionCompactor:
         current, report = await self._micro(current, report)
         tokens = self.counter.count_messages(current)
         if tokens > low_water:
+            if self._archived_bounds is None:
+                await self.calls(self._bounds)  # once a run, off the loop and bounded like every store read
             current, report = await self._evict(current, tokens, report, low_water)
         current, report = await self._merge(current, report)
         for _ in range(3):  # still over the mark with nothing left to evict: fold mementos further
@@ -753,11 +759,14 @@ class SessionCompactor:
         """Complete blocks that may be evicted, oldest first, each with its first log position."""
         slots = self._layout(messages)
         first_task = next((s.index for s in slots if s.stub is None and _is_first_task(messages[s.index])), None)
+        bounds = self._bounds()
         runs: list[list[Slot]] = [[]]
         for slot in slots:
             if slot.stub is not None or slot.pinned or slot.index == first_task:
                 runs.append([])
             else:
+                if slot.log_index in bounds and runs[-1]:
+                    runs.append([])
                 runs[-1].append(slot)
         candidates: list[tuple[Segment, int]] = []
         for run in runs:
@@ -779,6 +788,17 @@ class SessionCompactor:
                 if absolute.complete and absolute.end < len(messages) and not tiny:
                     candidates.append((absolute, slots[absolute.start].log_index))
         return candidates
+
+    def _bounds(self) -> set[int]:
+        if self._archived_bounds is None:
+            links = self.store.graph_links(namespace=self.namespace, session_id=self.session_id)
+            self._archived_bounds = {
+                position
+                for block in links.blocks
+                if block.kind == 'block'
+                for position in (block.first_message, block.last_message + 1)
+            }
+        return self._archived_bounds
 
     async def _mentions_of(self, source_id: str, text: str) -> tuple[Mention, ...]:
         if self.mentions is None:
@@ -974,6 +994,8 @@ class SessionCompactor:
             self.pages_closed += sum(1 for page in pages if page.summary)
             for block in eviction.blocks:  # written: its size is known without reading it back
                 _remember(self._recent_tokens, block.id, block.tokens)
+                if self._archived_bounds is not None and block.kind == 'block':
+                    self._archived_bounds |= {block.first_message, block.last_message + 1}
             return
 
     def engine_ratio(self) -> float:
