@@ -243,7 +243,8 @@ def test_cli_missing_file_is_one_clear_line(
     code = main(['replay', str(chat_file), str(missing), '--json'])
     captured = capsys.readouterr()
     assert code != 0
-    assert captured.out == ''  # nothing was replayed: every file is checked first
+    error = json.loads(captured.out)['error']  # nothing was replayed (every file is checked first): the error alone
+    assert error['exit_code'] == code and str(missing) in error['message']
     assert str(missing) in captured.err and 'No such file' in captured.err
     assert 'Traceback' not in captured.err and len(captured.err.strip().splitlines()) == 1
 
