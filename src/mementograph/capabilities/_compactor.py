@@ -256,6 +256,7 @@ class SessionCompactor:
     """Log positions where an archived block of the session starts, or ends + 1: a history that holds archived
     messages raw again (a session continued from its `transcript`) is cut there, so its blocks are the archived
     ones (the same ids: written again, nothing doubles) and never overlap them. Read once a run."""
+    _archived_through: int = field(default=-1, init=False, repr=False)
     _warned_fallback: bool = field(default=False, init=False, repr=False)
     _compress_failures: dict[int, int] = field(default_factory=dict[int, int], init=False, repr=False)
     """Compressions that failed, per block (its first log position). A failure leaves the block in the context
@@ -759,14 +760,14 @@ class SessionCompactor:
         """Complete blocks that may be evicted, oldest first, each with its first log position."""
         slots = self._layout(messages)
         first_task = next((s.index for s in slots if s.stub is None and _is_first_task(messages[s.index])), None)
-        bounds = self._bounds()
+        bounds, through = self._bounds()
         runs: list[list[Slot]] = [[]]
         for slot in slots:
             if slot.stub is not None or slot.pinned or slot.index == first_task:
                 runs.append([])
             else:
-                if slot.log_index in bounds and runs[-1]:
-                    runs.append([])
+                if slot.log_index <= through and slot.log_index in bounds and runs[-1]:
+                    runs.append([])  # a raw message an archived block holds: cut as that block was
                 runs[-1].append(slot)
         candidates: list[tuple[Segment, int]] = []
         for run in runs:
@@ -789,16 +790,14 @@ class SessionCompactor:
                     candidates.append((absolute, slots[absolute.start].log_index))
         return candidates
 
-    def _bounds(self) -> set[int]:
+    def _bounds(self) -> tuple[set[int], int]:
+        """`_archived_bounds`, and the last position an archived block holds (-1: none)."""
         if self._archived_bounds is None:
             links = self.store.graph_links(namespace=self.namespace, session_id=self.session_id)
-            self._archived_bounds = {
-                position
-                for block in links.blocks
-                if block.kind == 'block'
-                for position in (block.first_message, block.last_message + 1)
-            }
-        return self._archived_bounds
+            blocks = [block for block in links.blocks if block.kind == 'block']
+            self._archived_bounds = {p for block in blocks for p in (block.first_message, block.last_message + 1)}
+            self._archived_through = max((block.last_message for block in blocks), default=-1)
+        return self._archived_bounds, self._archived_through
 
     async def _mentions_of(self, source_id: str, text: str) -> tuple[Mention, ...]:
         if self.mentions is None:
@@ -996,6 +995,7 @@ class SessionCompactor:
                 _remember(self._recent_tokens, block.id, block.tokens)
                 if self._archived_bounds is not None and block.kind == 'block':
                     self._archived_bounds |= {block.first_message, block.last_message + 1}
+                    self._archived_through = max(self._archived_through, block.last_message)
             return
 
     def engine_ratio(self) -> float:
