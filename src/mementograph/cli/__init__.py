@@ -73,8 +73,7 @@ def main(argv: Sequence[str] | None = None) -> int:
     try:  # importing a command's module (pydantic-ai for `demo`) takes a second or two: Ctrl-C may come then
         parser = build_parser(_command_of(argv))
     except KeyboardInterrupt:
-        print('mementograph: interrupted', file=sys.stderr)
-        return 130
+        return _fail(argparse.Namespace(), 'interrupted', '', 130)
     args, extras = parser.parse_known_args(argv)
     if extras:  # argparse would print the top level's usage; the subcommand's says what it does take
         _subcommand_parser(parser, args.command).error(f'unrecognized arguments: {" ".join(extras)}')
