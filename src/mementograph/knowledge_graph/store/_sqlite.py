@@ -1705,7 +1705,8 @@ class SqliteStore:
         so a concurrent compaction failed; in batches with a pause between them the longest wait was 1.4 s, for a
         catch-up ~25% slower (each batch is a new FTS5 segment to merge, plus the pauses).
         """
-        from ..._messages import deserialize_messages, message_text  # pydantic-ai: only when blocks are pending
+        from ..._echoes import searchable_messages  # pydantic-ai: only when blocks are pending
+        from ..._messages import deserialize_messages, message_text
 
         with self._write() as conn:
             marks = dict(conn.execute("SELECT key, value FROM meta WHERE key LIKE 'fts_%'").fetchall())
@@ -1736,7 +1737,7 @@ class SqliteStore:
             for row in blocks:
                 raw = _stored_bytes(row['messages_json'])
                 try:
-                    text = '\n'.join(message_text(m) for m in deserialize_messages(raw))
+                    text = '\n'.join(map(message_text, searchable_messages(deserialize_messages(raw))))
                 except ValueError as exc:  # bytes altered on the disk: one block must not stop every search
                     text = raw.decode('utf-8', 'replace')
                     logger.warning(
