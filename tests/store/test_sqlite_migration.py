@@ -354,11 +354,11 @@ def test_a_newer_format_is_refused_by_name(tmp_path: Path) -> None:
     with SqliteStore(path):
         pass
     conn = sqlite3.connect(path)
-    conn.execute("UPDATE meta SET value = 'mementograph-sqlite-10' WHERE key = 'format'")
+    conn.execute("UPDATE meta SET value = 'mementograph-sqlite-11' WHERE key = 'format'")
     conn.commit()
     conn.close()
 
-    with pytest.raises(StoreUnavailableError, match=f"{path}.*'mementograph-sqlite-10'.*newer"):
+    with pytest.raises(StoreUnavailableError, match=f"{path}.*'mementograph-sqlite-11'.*newer"):
         SqliteStore(path)
 
 
@@ -690,7 +690,7 @@ def test_format_5_file_gets_an_empty_vectors_table(tmp_path: Path) -> None:
     assert (
         conn.execute("SELECT value FROM meta WHERE key = 'format'").fetchone()
         == (FORMAT,)
-        == ('mementograph-sqlite-9',)
+        == ('mementograph-sqlite-10',)
     )
     conn.close()
 
@@ -717,7 +717,7 @@ def test_format_6_file_gets_block_ids_in_its_scope_index(tmp_path: Path) -> None
         assert store.list_block_ids(namespace='default', session_id='s1') == [(b.id, 's1') for b in blocks]
     conn = sqlite3.connect(path)
     assert [row[2] for row in conn.execute('PRAGMA index_info(blocks_scope)')][-1] == 'id'
-    assert conn.execute("SELECT value FROM meta WHERE key = 'format'").fetchone() == ('mementograph-sqlite-9',)
+    assert conn.execute("SELECT value FROM meta WHERE key = 'format'").fetchone() == ('mementograph-sqlite-10',)
     plan = conn.execute(
         "EXPLAIN QUERY PLAN SELECT id FROM blocks WHERE namespace = 'default' AND session_id = 's1' AND kind = 'block'"
     ).fetchall()
@@ -753,7 +753,7 @@ def test_format_7_file_finds_words_inside_chinese_and_japanese_text(tmp_path: Pa
         assert [hit.id for hit in store.search_text('PostgreSQL')] == [evictions[0][1].id]
         assert [hit.id for hit in store.search_text('deploy.sh')] == [evictions[1][1].id]
     conn = sqlite3.connect(path)
-    assert conn.execute("SELECT value FROM meta WHERE key = 'format'").fetchone() == ('mementograph-sqlite-9',)
+    assert conn.execute("SELECT value FROM meta WHERE key = 'format'").fetchone() == ('mementograph-sqlite-10',)
     assert sorted(conn.execute('SELECT item_id, text FROM text_fts WHERE item_id <> ?', (evictions[0][1].id,))) == (
         sorted(others)
     )  # indexed again from the archive, the same
@@ -794,8 +794,60 @@ def test_format_8_file_gets_the_pairs_of_its_compound_words(tmp_path: Path) -> N
         assert [hit.id for hit in store.search_text('ops/deploy.sh')] == [evictions[0][1].id]
         assert {hit.id for hit in store.search_text('deploy')} == {evictions[0][1].id, evictions[1][1].id}
     conn = sqlite3.connect(path)
-    assert conn.execute("SELECT value FROM meta WHERE key = 'format'").fetchone() == ('mementograph-sqlite-9',)
+    assert conn.execute("SELECT value FROM meta WHERE key = 'format'").fetchone() == ('mementograph-sqlite-10',)
     assert conn.execute('SELECT pairs FROM text_fts WHERE item_id = ?', (evictions[0][1].id,)).fetchone() == (
         'ops\u01c2deploy deploy\u01c2sh',
     )
+    conn.close()
+
+
+def test_format_9_file_leaves_the_memory_tools_answers_out_of_its_index(tmp_path: Path) -> None:
+    """Format 9 indexed a block with the memory tools' calls and answers, which quote older blocks: at open, the
+    rows naming a memory tool are read again and those holding such a call are indexed without it, the rest kept."""
+    from pydantic_ai.messages import ModelRequest, ModelResponse, TextPart, ToolCallPart, ToolReturnPart, UserPromptPart
+
+    from mementograph.knowledge_graph.store._sqlite import text_columns
+    from tests.store.test_contract import make_eviction
+
+    path = tmp_path / 'v9.db'
+    quoting = [
+        ModelRequest(parts=[UserPromptPart('Which studio was that?')]),
+        ModelResponse(parts=[ToolCallPart('recall', {'query': 'studio'}, tool_call_id='r1')]),
+        ModelRequest(
+            parts=[ToolReturnPart('recall', '1. Ann signed up at the Hollowbrook studio.', tool_call_id='r1')]
+        ),
+        ModelResponse(parts=[TextPart('That one, from last month.')]),
+    ]
+    histories = (
+        [ModelRequest(parts=[UserPromptPart('Ann signed up at the Hollowbrook studio.')])],  # where it was said
+        quoting,
+        [ModelRequest(parts=[UserPromptPart('I cannot recall the Hollowbrook opening hours.')])],  # names `recall`
+    )
+    evictions = [
+        make_eviction(messages, session_id='s1', namespace='default', seq=seq) for seq, messages in enumerate(histories)
+    ]
+    said, quoted, other = (block.id for _, block, _ in evictions)
+    with SqliteStore(path) as store:
+        for eviction, _, _ in evictions:
+            store.write_eviction(eviction)
+        assert {hit.id for hit in store.search_text('Hollowbrook')} == {said, other}
+    conn = sqlite3.connect(path)  # as format 9 indexed it: the recall's call and answer with the block
+    old_text = '\n'.join(map(message_text, quoting))
+    conn.execute('UPDATE text_fts SET text = ?, pairs = ? WHERE item_id = ?', (*text_columns(old_text), quoted))
+    conn.execute("UPDATE meta SET value = 'mementograph-sqlite-9' WHERE key = 'format'")
+    conn.commit()
+    found = {row[0] for row in conn.execute("SELECT item_id FROM text_fts WHERE text_fts MATCH 'Hollowbrook'")}
+    assert found == {said, other, quoted}
+    rows = dict(conn.execute('SELECT item_id, rowid FROM text_fts').fetchall())
+    kept = conn.execute('SELECT rowid, * FROM text_fts WHERE item_id <> ? ORDER BY rowid', (quoted,)).fetchall()
+    conn.close()
+
+    with SqliteStore(path) as store:
+        assert {hit.id for hit in store.search_text('Hollowbrook', k=10)} == {said, other}
+        assert store.search_text('studio month', k=10)[0].id == quoted  # the rest of it stays
+        assert store.recover_block(quoted).record.messages_json == evictions[1][1].messages_json
+    conn = sqlite3.connect(path)
+    assert conn.execute("SELECT value FROM meta WHERE key = 'format'").fetchone() == (FORMAT,)
+    assert dict(conn.execute('SELECT item_id, rowid FROM text_fts').fetchall()) == rows  # same rowids: same order
+    assert conn.execute('SELECT rowid, * FROM text_fts WHERE item_id <> ? ORDER BY rowid', (quoted,)).fetchall() == kept
     conn.close()

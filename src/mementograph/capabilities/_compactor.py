@@ -33,6 +33,7 @@ from pydantic_ai.messages import (
     UserPromptPart,
 )
 
+from .._echoes import echo_note, searchable_messages
 from .._media import attachment_tokens, attachments
 from .._messages import deserialize_messages, message_text, messages_sha256, part_text, serialize_messages
 from .._redact import MessageRedactor, Redactor
@@ -668,7 +669,7 @@ class SessionCompactor:
             seq=slot.log_index,
             tokens=self.counter.count_message(archived),
             kind='part',
-            text=message_text(archived),
+            text='\n'.join(map(message_text, searchable_messages([archived]))),  # as the embedded store renders it
         )
         return record, large
 
@@ -836,15 +837,22 @@ class SessionCompactor:
             return messages, replace(report, skipped='no complete block outside the protected messages')
 
         inputs = []
+        archives: list[tuple[tuple[ModelMessage, ...], str]] = []  # each block's messages and search text
         spans = [messages[segment.start : segment.end] for segment, _ in chosen]
         for span, originals in zip(spans, await self.calls(self._originals_of, spans), strict=True):  # one hop
             block_messages = tuple(originals)
-            text = render_block(block_messages)
-            size = self.counter.count_text(text)
+            # what the block is found by and its memento made from: not the memory tools' answers, which quote
+            # the archive (`searchable_messages`); a block of those calls alone says which, in a sentence
+            searchable = tuple(searchable_messages(block_messages))
+            text = render_block(searchable)
+            # its size is all it holds: the memento stands in for all of it, and must be smaller
+            size = self.counter.count_text(text if searchable == block_messages else render_block(block_messages))
             room = None
             if fit_stubs and any(micro_part_of(message) is not None for message in span):
                 room = max(1, self.counter.count_messages(span) - _STUB_OVERHEAD_TOKENS - _STUBBED_SPAN_SAVING)
-            inputs.append(BlockInput(messages=block_messages, text=text, tokens=size, zone=self.zone, max_tokens=room))
+            archives.append((block_messages, text))
+            read = text if text.strip() else echo_note(block_messages)
+            inputs.append(BlockInput(messages=searchable, text=read, tokens=size, zone=self.zone, max_tokens=room))
         engines = [self._engine_for(log_index) for _, log_index in chosen]
         outcomes = await asyncio.gather(
             *(engine.make_memento(b) for engine, b in zip(engines, inputs, strict=True)), return_exceptions=True
@@ -862,7 +870,7 @@ class SessionCompactor:
             # time, so the archive stays in session order.
             message = f'compaction stopped at block {failed + 1} of {len(outcomes)}: {type(error).__name__}: {error}'
             warnings.warn(f'mementograph: {message}', MementoWarning, stacklevel=2)
-            chosen, inputs = chosen[:failed], inputs[:failed]
+            chosen, inputs, archives = chosen[:failed], inputs[:failed], archives[:failed]
         results = [outcome for outcome in outcomes[: len(chosen)] if isinstance(outcome, MementoResult)]
         spent = sum(outcome.usage_tokens for outcome in outcomes if isinstance(outcome, MementoResult))
 
@@ -873,20 +881,22 @@ class SessionCompactor:
         saving = 0
         usage = report.usage_tokens + spent  # every memento made, whether or not its block is evicted below
         kept: list[MementoResult] = []
-        for (segment, log_index), block_input, result in zip(chosen, inputs, results, strict=True):
+        for (segment, log_index), block_input, (archived, text), result in zip(
+            chosen, inputs, archives, results, strict=True
+        ):
             if kept and tokens - saving <= low_water:
                 break  # the mementos came out smaller than planned: the newer blocks may stay
             kept.append(result)
             live_tokens = self.counter.count_messages(messages[segment.start : segment.end])
-            first = block_input.messages[0]
+            first = archived[0]
             stamp = _timestamp(first)
             block = BlockRecord.from_messages(
-                block_input.messages,
+                archived,
                 session_id=self.session_id,
                 namespace=self.namespace,
                 seq=log_index,
                 tokens=block_input.tokens,
-                text=block_input.text,
+                text=text,
                 started_at=stamp.isoformat() if stamp else None,
             )
             memento = MementoRecord(

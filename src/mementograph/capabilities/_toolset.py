@@ -8,11 +8,12 @@ from collections.abc import Awaitable, Callable
 from datetime import UTC, datetime
 from typing import TYPE_CHECKING, Any, Final
 
-from pydantic_ai import RunContext
+from pydantic_ai import RunContext, ToolReturn
 from pydantic_ai.exceptions import UserError
 from pydantic_ai.tools import AgentDepsT
-from pydantic_ai.toolsets import FunctionToolset
+from pydantic_ai.toolsets import FunctionToolset, ToolsetTool
 
+from .._echoes import MEMORY_TOOL_METADATA
 from .._text import echo
 from .._threads import in_thread
 from ..knowledge_graph import item_id
@@ -92,6 +93,15 @@ class MementoToolset(FunctionToolset[AgentDepsT]):
         self.add_function(self.compact_context, name='compact_context')
         self.add_function(self.recall, name='recall')
         self.add_function(self.retrieve_page, name='retrieve_page')
+
+    async def call_tool(
+        self, name: str, tool_args: dict[str, Any], ctx: RunContext[AgentDepsT], tool: ToolsetTool[AgentDepsT]
+    ) -> Any:
+        """The tool's answer, marked (`MEMORY_TOOL_METADATA`, which the model never sees) as a memory tool's: it
+        quotes the archive, and the blocks that hold it are archived without it in their searchable view
+        (`searchable_messages`), whatever name the application gave the tool."""
+        answer = await super().call_tool(name, tool_args, ctx, tool)
+        return ToolReturn(return_value=answer, metadata={MEMORY_TOOL_METADATA: name})
 
     def _run_capability(self, ctx: RunContext[Any]) -> MementoCompaction[AgentDepsT]:
         """The per-run copy of the capability that owns this toolset (it holds the run's session state)."""

@@ -14,6 +14,7 @@ from ._schema import (
     block_id_for,
     entity_id_for,
     item_id,
+    item_ids,
     memento_id_for,
     page_id_for,
 )
@@ -32,6 +33,7 @@ __all__ = (
     'block_id_for',
     'entity_id_for',
     'item_id',
+    'item_ids',
     'memento_id_for',
     'page_id_for',
 )

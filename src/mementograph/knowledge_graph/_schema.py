@@ -31,6 +31,7 @@ __all__ = (
     'block_id_for',
     'entity_id_for',
     'item_id',
+    'item_ids',
     'memento_id_for',
     'page_id_for',
 )
@@ -58,6 +59,11 @@ def item_id(text: str) -> str:
     stripped = text.strip()
     found = _ITEM_ID.findall(stripped)
     return found[0] if len(found) == 1 and found[0] != stripped else stripped
+
+
+def item_ids(text: str) -> list[str]:
+    """The block, part, memento and page ids `text` names, each once, in order."""
+    return list(dict.fromkeys(_ITEM_ID.findall(text)))
 
 
 def block_id_for(namespace: str, session_id: str, seq: int, sha256: str, kind: BlockKind = 'block') -> str:
@@ -113,8 +119,9 @@ class BlockRecord:
     messages_json: bytes
     kind: BlockKind = 'block'
     text: str = ''
-    """Plain-text rendering for full-text search: derived from the messages, never used for recovery; a backend
-    may leave it unstored and read it back empty (the embedded store indexes from the messages themselves)."""
+    """Plain-text rendering for full-text search: derived from the messages without the memory tools' calls and
+    answers (`searchable_messages`: they quote the archive), never used for recovery; a backend may leave it
+    unstored and read it back empty (the embedded store indexes from the messages themselves, by the same rule)."""
     started_at: str | None = None
     """ISO-8601 time of the block's first message, when known (time-range recall)."""
 

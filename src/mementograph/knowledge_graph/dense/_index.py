@@ -11,6 +11,7 @@ from typing import TYPE_CHECKING, Final, Protocol
 
 from pydantic_ai.embeddings import Embedder, EmbeddingModel
 
+from ..._echoes import searchable_messages
 from ..._messages import deserialize_messages
 from .._schema import DEFAULT_NAMESPACE, BlockRecord
 from ..memory import render_block
@@ -370,7 +371,7 @@ def _texts_of(
 
 
 def _block_text(block: BlockRecord) -> str:
-    return block.text or render_block(deserialize_messages(block.messages_json))
+    return block.text or render_block(searchable_messages(deserialize_messages(block.messages_json)))
 
 
 @dataclass(frozen=True)

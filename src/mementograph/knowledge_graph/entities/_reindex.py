@@ -3,7 +3,9 @@
 The capability links each block and memento to the entities it names when it archives them. An extractor that
 changed since (a release that reads more: definitions in file reads, test names; or the LLM extractor switched on)
 finds other entities in the same text, and recall by entity reaches an old record only through what was found when
-it was archived. Reindexing reads the blocks back (hash-checked), renders them as the compactor did, extracts again,
+it was archived. Reindexing reads the blocks back (hash-checked), renders them as the compactor does now (without
+the memory tools' calls and answers, `searchable_messages`: a block archived before they were left out loses the
+entities it only quoted), extracts again,
 and replaces their `MENTIONS` edges (`GraphStore.replace_mentions`): a batch of blocks with their mementos per
 transaction, so a store of any size is reindexed in bounded memory and an interrupted run, run again, finishes the
 job (the replacement is idempotent). Blocks, mementos, pages and the session log are not touched.
@@ -17,6 +19,7 @@ import warnings
 from collections.abc import Awaitable, Callable, Sequence
 from dataclasses import dataclass
 
+from ..._echoes import searchable_messages
 from .._schema import DEFAULT_NAMESPACE, MementoRecord, Mention
 from ..memory import render_block
 from ..store import BlockIntegrityError, GraphStore, NotFoundError, check_block
@@ -100,7 +103,7 @@ async def reindex_entities(
                 if record.kind != 'block':  # a micro-compacted part: archived whole, never linked to entities
                     continue
                 try:
-                    text = render_block(check_block(record).messages)
+                    text = render_block(searchable_messages(check_block(record).messages))
                 except BlockIntegrityError as exc:
                     warnings.warn(f'mementograph reindex: {exc}; its entities are left as they were', stacklevel=2)
                     skipped.append(record.id)

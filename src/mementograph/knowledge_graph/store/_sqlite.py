@@ -68,12 +68,13 @@ __all__ = ('SqliteStore',)
 
 logger = logging.getLogger('mementograph')
 
-FORMAT: Final = 'mementograph-sqlite-9'
+FORMAT: Final = 'mementograph-sqlite-10'
 """Written to `meta`. Format 1 files (a `summarizes` link table, eager entity index), format 2 files (a
 `page_blocks` table, every eviction's mentions in `mention_queue`), format 3 files (no `entities.blocks` count)
 format 4 files (no `scope` in the full-text index), format 5 files (no `vectors` table), format 6 files (no
-block ids in `blocks_scope`), format 7 files (Chinese and Japanese text indexed as whole runs) and format 8 files
-(no `pairs` column in the full-text index) are migrated in place at open."""
+block ids in `blocks_scope`), format 7 files (Chinese and Japanese text indexed as whole runs), format 8 files
+(no `pairs` column in the full-text index) and format 9 files (the memory tools' calls and answers indexed with
+their blocks) are migrated in place at open."""
 DEFAULT_BUSY_TIMEOUT: Final = 5.0
 
 _WAL_SIZE_LIMIT: Final = 64 * 1024 * 1024
@@ -226,7 +227,10 @@ _FORMAT_5: Final = 'mementograph-sqlite-5'
 _FORMAT_6: Final = 'mementograph-sqlite-6'
 _FORMAT_7: Final = 'mementograph-sqlite-7'
 _FORMAT_8: Final = 'mementograph-sqlite-8'
-_OLD_FORMATS: Final = (_FORMAT_1, _FORMAT_2, _FORMAT_3, _FORMAT_4, _FORMAT_5, _FORMAT_6, _FORMAT_7, _FORMAT_8)
+_FORMAT_9: Final = 'mementograph-sqlite-9'
+_OLD_FORMATS: Final = (
+    _FORMAT_1, _FORMAT_2, _FORMAT_3, _FORMAT_4, _FORMAT_5, _FORMAT_6, _FORMAT_7, _FORMAT_8, _FORMAT_9,
+)  # fmt: skip
 _TEXT_RANK: Final = 'bm25(text_fts, 0.0, 0.0, 0.0, 0.0, 1.0, 1.0)'
 """BM25 over the `text` and `pairs` columns: the scope tokens a scoped query adds score nothing."""
 _TEXT_CONTENT: Final = '(SELECT id AS rowid, c0 AS item_id, c1 AS namespace, c2 AS session_id FROM text_fts_content)'
@@ -391,6 +395,43 @@ def _migrate_from_8(conn: sqlite3.Connection) -> None:
     after the upgrade indexes every block and memento again (at 100k blocks, 78 s once here), with each Han
     ideograph and Hiragana character a word (`spaced_ideographs`), which format 7 did not do."""
     _new_text_index(conn)
+    conn.execute("UPDATE meta SET value = ? WHERE key = 'format'", (_FORMAT_9,))
+
+
+def _migrate_from_9(conn: sqlite3.Connection) -> None:
+    """Take a format-9 file to format 10, inside the caller's transaction: a block's full-text row no longer holds
+    the memory tools' calls and answers (`searchable_messages`), which quote the archive. Only the rows that name a
+    memory tool (a call is indexed as `recall({...})`) are candidates; their blocks are read, and those holding such
+    a call are indexed again under the same rowid. The other rows, the mementos' and the blocks not indexed yet
+    (indexed the new way in their turn) are left as they are, so the upgrade costs a read of the candidates only.
+    """
+    from ..._echoes import MEMORY_TOOLS, searchable_messages  # pydantic-ai: only for this upgrade
+    from ..._messages import deserialize_messages, message_text
+
+    names = ' OR '.join(f'"{name.replace("_", " ")}"' for name in sorted({*MEMORY_TOOLS, 'mementograph'}))
+    candidates = conn.execute(
+        'SELECT rowid, item_id, namespace, session_id FROM text_fts WHERE text_fts MATCH ? '
+        "AND (item_id LIKE 'blk!_%' ESCAPE '!' OR item_id LIKE 'prt!_%' ESCAPE '!')",
+        (f'text : ({names})',),
+    ).fetchall()
+    for rowid, item, namespace, session in candidates:
+        row = conn.execute('SELECT messages_json FROM blocks WHERE id = ?', (item,)).fetchone()
+        if row is None:
+            continue
+        try:
+            messages = deserialize_messages(_stored_bytes(row[0]))
+        except ValueError:  # altered bytes: left as indexed (`mementograph verify` names the block)
+            continue
+        searchable = searchable_messages(messages)
+        if searchable is messages:
+            continue
+        text = '\n'.join(map(message_text, searchable))
+        conn.execute('DELETE FROM text_fts WHERE rowid = ?', (rowid,))
+        conn.execute(
+            'INSERT INTO text_fts (rowid, item_id, namespace, session_id, scope, text, pairs) '
+            'VALUES (?, ?, ?, ?, ?, ?, ?)',
+            (rowid, item, namespace, session, _scope_tokens(namespace, session), *text_columns(text)),
+        )
     conn.execute("UPDATE meta SET value = ? WHERE key = 'format'", (FORMAT,))
 
 
@@ -906,7 +947,7 @@ class SqliteStore:
             raise
 
     def _migrate(self, conn: sqlite3.Connection, old: str) -> None:
-        """Migrate a format-1 to 8 file in one transaction: a failure (or a kill) leaves it as it was, whole."""
+        """Migrate a format-1 to 9 file in one transaction: a failure (or a kill) leaves it as it was, whole."""
         conn.execute('BEGIN IMMEDIATE')
         try:
             fmt = conn.execute("SELECT value FROM meta WHERE key = 'format'").fetchone()
@@ -921,10 +962,12 @@ class SqliteStore:
                 _migrate_from_4(conn)
             if fmt is not None and fmt[0] in (_FORMAT_1, _FORMAT_2, _FORMAT_3, _FORMAT_4, _FORMAT_5):
                 _migrate_from_5(conn)
-            if fmt is not None and fmt[0] in _OLD_FORMATS[:-2]:
+            if fmt is not None and fmt[0] in _OLD_FORMATS[:6]:
                 _migrate_from_6(conn)
-            if fmt is not None and fmt[0] in _OLD_FORMATS:
+            if fmt is not None and fmt[0] in _OLD_FORMATS[:8]:
                 _migrate_from_8(conn)
+            if fmt is not None and fmt[0] in _OLD_FORMATS:
+                _migrate_from_9(conn)
             conn.execute('COMMIT')
         except BaseException as exc:
             if conn.in_transaction:
@@ -1705,7 +1748,8 @@ class SqliteStore:
         so a concurrent compaction failed; in batches with a pause between them the longest wait was 1.4 s, for a
         catch-up ~25% slower (each batch is a new FTS5 segment to merge, plus the pauses).
         """
-        from ..._messages import deserialize_messages, message_text  # pydantic-ai: only when blocks are pending
+        from ..._echoes import searchable_messages  # pydantic-ai: only when blocks are pending
+        from ..._messages import deserialize_messages, message_text
 
         with self._write() as conn:
             marks = dict(conn.execute("SELECT key, value FROM meta WHERE key LIKE 'fts_%'").fetchall())
@@ -1736,7 +1780,7 @@ class SqliteStore:
             for row in blocks:
                 raw = _stored_bytes(row['messages_json'])
                 try:
-                    text = '\n'.join(message_text(m) for m in deserialize_messages(raw))
+                    text = '\n'.join(map(message_text, searchable_messages(deserialize_messages(raw))))
                 except ValueError as exc:  # bytes altered on the disk: one block must not stop every search
                     text = raw.decode('utf-8', 'replace')
                     logger.warning(
