@@ -29,6 +29,7 @@ __all__ = (
     'add_embedding_option',
     'add_memento_model_options',
     'add_store_options',
+    'check_store_vectors',
     'checked_model_names',
     'emit',
     'load_embedding',
@@ -119,6 +120,13 @@ def add_store_vectors_option(parser: argparse.ArgumentParser) -> None:
         help='with --embedding: keep the vectors of blocks no earlier run embedded in this process only (default: '
         'store them beside their blocks, so the next run reads them instead of embedding again)',
     )
+
+
+def check_store_vectors(args: argparse.Namespace) -> None:
+    """Refuse `--no-store-vectors` without an embedding model: nothing would be embedded, so the flag would do
+    nothing, and a user who gave it likely meant to pass `--embedding` too (or set it in the environment)."""
+    if not args.store_vectors and not args.embedding:
+        raise CliError(f'--no-store-vectors applies only with --embedding MODEL (or ${EMBEDDING_ENV})', code=2)
 
 
 def load_embedding(spec: str | None) -> EmbeddingModel | None:

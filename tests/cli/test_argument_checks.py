@@ -1,0 +1,35 @@
+"""Options and settings that would do nothing, or something else than asked, are refused before any work: exit 2,
+one line on stderr, and with `--json` the error object on stdout."""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+
+import pytest
+
+from mementograph.cli import main
+
+
+@pytest.mark.parametrize('command', [['recall', 'pkg/mod_3.py'], ['mcp']])
+def test_no_store_vectors_without_an_embedding_model_is_a_bad_argument(
+    command: list[str], tmp_path: Path, capsys: pytest.CaptureFixture[str], monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """It was taken and did nothing: nothing is embedded without a model, so there are no vectors to keep out."""
+    monkeypatch.delenv('MEMENTOGRAPH_EMBEDDING_MODEL', raising=False)
+    store = tmp_path / 'never-opened.db'
+    assert main([*command, '--no-store-vectors', '--store', f'sqlite://{store}']) == 2
+    err = capsys.readouterr().err
+    assert err.startswith('mementograph: error: --no-store-vectors applies only with --embedding MODEL')
+    assert '$MEMENTOGRAPH_EMBEDDING_MODEL' in err
+    assert not store.exists()  # refused before the store is touched (mcp would create it)
+
+
+def test_no_store_vectors_without_a_model_is_a_json_error_too(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str], monkeypatch: pytest.MonkeyPatch
+) -> None:
+    monkeypatch.delenv('MEMENTOGRAPH_EMBEDDING_MODEL', raising=False)
+    assert main(['recall', 'x', '--no-store-vectors', '--json', '--store', f'sqlite://{tmp_path / "m.db"}']) == 2
+    error = json.loads(capsys.readouterr().out)['error']
+    assert error['kind'] == 'bad_argument' and error['exit_code'] == 2
+    assert error['message'].startswith('--no-store-vectors applies only with --embedding MODEL')
