@@ -33,3 +33,13 @@ def test_no_store_vectors_without_a_model_is_a_json_error_too(
     error = json.loads(capsys.readouterr().out)['error']
     assert error['kind'] == 'bad_argument' and error['exit_code'] == 2
     assert error['message'].startswith('--no-store-vectors applies only with --embedding MODEL')
+
+
+def test_demo_refuses_a_plot_file_it_would_write_in_another_format(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    out = tmp_path / 'sawtooth.txt'
+    assert main(['demo', '--store', 'memory://', '--plot', str(out)]) == 2
+    err = capsys.readouterr().err
+    assert f'--plot {out} has the extension .txt; a plot is saved as .png, .svg, .pdf' in err
+    assert not out.exists()

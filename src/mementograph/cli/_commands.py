@@ -68,7 +68,9 @@ COMMANDS: Final = (
         '._mcp_cmd',
         'serve memory to MCP clients (Claude Desktop, IDEs): stdio, or HTTP on 127.0.0.1 with --http',
     ),
-    Command('plot', '._plot_cmd', 'save the sawtooth (context tokens per request) of a stored session as PNG'),
+    Command(
+        'plot', '._plot_cmd', 'save the sawtooth (context tokens per request) of a stored session as PNG, SVG or PDF'
+    ),
     Command(
         'verify',
         '._verify_cmd',

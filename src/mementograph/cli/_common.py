@@ -31,6 +31,7 @@ __all__ = (
     'add_store_options',
     'check_store_vectors',
     'checked_model_names',
+    'checked_plot_format',
     'emit',
     'load_embedding',
     'store_from',
@@ -212,6 +213,17 @@ def check_output_path(args: argparse.Namespace, out: Path, option: str) -> None:
             'archive: choose another path',
             code=2,
         )
+
+
+def checked_plot_format(path: str | Path, option: str) -> None:
+    """Refuse, before any work, a plot file whose extension names no format it is saved in (`--out plot.txt` once
+    got PNG bytes under that name)."""
+    from .._plot import plot_format  # matplotlib's side: only the commands that plot load it
+
+    try:
+        plot_format(path)
+    except ValueError as exc:
+        raise CliError(f'{option} {exc}', code=2) from None
 
 
 def require_session(store: GraphStore, namespace: str, session_id: str | None) -> None:
