@@ -8,7 +8,9 @@ from pathlib import Path
 
 import pytest
 
+from mementograph._messages import serialize_messages
 from mementograph.cli import main
+from tests.builders import session_history
 
 
 @pytest.mark.parametrize('command', [['recall', 'pkg/mod_3.py'], ['mcp']])
@@ -33,6 +35,40 @@ def test_no_store_vectors_without_a_model_is_a_json_error_too(
     error = json.loads(capsys.readouterr().out)['error']
     assert error['kind'] == 'bad_argument' and error['exit_code'] == 2
     assert error['message'].startswith('--no-store-vectors applies only with --embedding MODEL')
+
+
+def test_a_misspelt_entity_model_is_refused_by_reindex(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str], monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """It was warned about once per run while the archive was reindexed without the model: the run's purpose."""
+    monkeypatch.setenv('MEMENTOGRAPH_ENTITY_MODEL', 'opnai:gpt-4o-mini')
+    store = tmp_path / 'never-opened.db'
+    assert main(['reindex', '--store', f'sqlite://{store}', '--json']) == 2
+    out, err = capsys.readouterr()
+    error = json.loads(out)['error']
+    assert error['kind'] == 'bad_argument' and error['exit_code'] == 2 and error['message'] in err
+    message = error['message']
+    assert "cannot use 'opnai:gpt-4o-mini' as the entity model" in message
+    assert 'provider:model' in message and 'openai:gpt-4o-mini' in message  # the valid forms
+    assert '$MEMENTOGRAPH_ENTITY_MODEL' in message and 'unset it' in message
+    assert not store.exists()
+
+
+def test_a_misspelt_entity_model_is_refused_by_demo_and_replay(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str], monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """Both run the capability, which refuses the setting when it is made: a bad setting, before any work."""
+    monkeypatch.setenv('MEMENTOGRAPH_ENTITY_MODEL', 'gpt-4o')
+    transcript = tmp_path / 'session.json'
+    transcript.write_bytes(serialize_messages(session_history(4)))
+    for argv in (
+        ['demo', '--store', 'memory://', '--no-plot'],
+        ['replay', str(transcript), '--jobs', '1'],
+    ):
+        assert main(argv) == 2, argv
+        err = capsys.readouterr().err
+        assert err.startswith("mementograph: error: cannot use 'gpt-4o' as the entity model"), argv
+        assert "Did you mean 'openai-chat:gpt-4o'?" in err  # pydantic-ai's suggestion for a near miss
 
 
 def test_demo_refuses_a_plot_file_it_would_write_in_another_format(

@@ -29,6 +29,7 @@ __all__ = (
     'add_embedding_option',
     'add_memento_model_options',
     'add_store_options',
+    'check_entity_model_setting',
     'check_store_vectors',
     'checked_model_names',
     'checked_plot_format',
@@ -110,6 +111,17 @@ def checked_model_names(args: argparse.Namespace) -> tuple[str | None, str | Non
             except Exception as exc:
                 raise CliError(f'{option} {name}: {exc}', code=2) from exc
     return args.compressor, args.judge
+
+
+def check_entity_model_setting() -> None:
+    """Refuse, before any work, a `$MEMENTOGRAPH_ENTITY_MODEL` that names no model that could work: a bad setting,
+    as a bad `$MEMENTOGRAPH_STORE` is (exit 2), instead of a failure later (exit 1) or blocks linked without it."""
+    from ..knowledge_graph.entities import EntityModelError, llm_extractor_from_env  # pydantic-ai's agents
+
+    try:
+        llm_extractor_from_env()
+    except EntityModelError as exc:
+        raise CliError(str(exc), code=2) from None
 
 
 def add_store_vectors_option(parser: argparse.ArgumentParser) -> None:

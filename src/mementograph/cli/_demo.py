@@ -35,6 +35,7 @@ from ._commands import add_command
 from ._common import (
     CliError,
     add_store_options,
+    check_entity_model_setting,
     check_output_path,
     checked_plot_format,
     emit,
@@ -688,6 +689,7 @@ def _demo(args: argparse.Namespace) -> int:
         checked_plot_format(plot, '--plot')
     if args.model:
         _check_model(args.model)
+    check_entity_model_setting()
     console = None if args.json else stdout_console()
 
     def report(line: str) -> None:
