@@ -74,7 +74,8 @@ COMMANDS: Final = (
     Command(
         'verify',
         '._verify_cmd',
-        'check every archived block against its sha256, every memento, NEXT chain and page; exit 4 if any fails',
+        'check the store file, every archived block against its sha256, every memento, NEXT chain and page; exit 4 '
+        'if any fails',
     ),
     Command('forget', '._verify_cmd', 'delete a session from the store for good (asks first)'),
 )
