@@ -11,6 +11,7 @@ import json
 import logging
 import os
 import re
+import shutil
 import sqlite3
 import threading
 import time
@@ -79,6 +80,10 @@ DEFAULT_BUSY_TIMEOUT: Final = 5.0
 
 _CORRUPT_CODES: Final = frozenset({sqlite3.SQLITE_CORRUPT, sqlite3.SQLITE_NOTADB})
 """SQLite's primary result codes for a damaged file: "database disk image is malformed", "file is not a database"."""
+
+_DISK_ALMOST_FULL: Final = 1 << 20
+"""Free bytes under which a failed SQLite write is put down to a full disk: SQLite reports running out of space as
+`SQLITE_FULL` on a page write, but as a bare "disk I/O error" when it grows the `-shm` file at open or syncs."""
 
 _INTEGRITY_FINDINGS: Final = 100
 """At most this many lines of `PRAGMA integrity_check` in `check_storage`: enough to show what is damaged."""
@@ -822,6 +827,29 @@ class SqliteStore:
             return StoreCorruptError(message, path=self._where())
         return StoreUnavailableError(message)
 
+    def _disk_full(self, exc: BaseException) -> str:
+        """What to add to the message of a failed call when a full disk is why (else ''): SQLite's own words are
+        "database or disk is full" or only "disk I/O error", and neither names the file or says what to do."""
+        code = _primary_code(exc)
+        if self._path is None or code not in (sqlite3.SQLITE_FULL, sqlite3.SQLITE_IOERR):
+            return ''
+        try:
+            free: int | None = shutil.disk_usage(self._path.parent).free
+        except OSError:
+            free = None
+        if free is not None and free < _DISK_ALMOST_FULL:
+            return (
+                f'; the disk holding {self._path} is full ({free:,} bytes free): free space on it, or move the store '
+                'to another disk, and retry'
+            )
+        if code == sqlite3.SQLITE_FULL:
+            now = '' if free is None else f' ({free:,} bytes free now)'
+            return (
+                f'; the disk holding {self._path} was full{now}, or the file reached its page limit (PRAGMA '
+                'max_page_count): free space on it and retry'
+            )
+        return ''
+
     def _connect(self) -> sqlite3.Connection:
         if self._path is None:
             target = ':memory:'
@@ -844,6 +872,8 @@ class SqliteStore:
             conn.close()
             if 'locked' in str(exc) or 'busy' in str(exc):
                 raise StoreBusyError(self._busy_message()) from exc
+            if full := self._disk_full(exc):
+                raise StoreUnavailableError(f'cannot use {self._where()}: {exc}{full}') from exc
             if self._path is not None and not os.access(self._path.parent, os.W_OK):
                 raise StoreUnavailableError(
                     f'cannot use {self._where()}: {exc}; the store writes its -wal and -shm files beside the database '
@@ -971,7 +1001,7 @@ class SqliteStore:
         except sqlite3.OperationalError as exc:
             if 'locked' in str(exc) or 'busy' in str(exc):
                 raise StoreBusyError(self._busy_message()) from exc
-            raise StoreUnavailableError(f'reading {self._where()} failed: {exc}') from exc
+            raise StoreUnavailableError(f'reading {self._where()} failed: {exc}{self._disk_full(exc)}') from exc
         except sqlite3.ProgrammingError as exc:  # a misuse, e.g. a closed store: not the file's fault
             raise StoreUnavailableError(f'reading {self._where()} failed: {exc}') from exc
         except sqlite3.DatabaseError as exc:
@@ -1037,7 +1067,9 @@ class SqliteStore:
             except sqlite3.OperationalError as exc:
                 if 'locked' in str(exc) or 'busy' in str(exc):
                     raise StoreBusyError(self._busy_message()) from exc
-                raise StoreUnavailableError(f'cannot write {self._where()}: {exc}{_read_only_hint(exc)}') from exc
+                raise StoreUnavailableError(
+                    f'cannot write {self._where()}: {exc}{_read_only_hint(exc)}{self._disk_full(exc)}'
+                ) from exc
             try:
                 yield conn
                 conn.execute('COMMIT')
@@ -1050,7 +1082,8 @@ class SqliteStore:
                     raise StoreBusyError(self._busy_message()) from exc
                 if isinstance(exc, sqlite3.Error):
                     raise self._corrupt(
-                        f'writing {self._where()} failed, nothing was written: {exc}{_read_only_hint(exc)}',
+                        f'writing {self._where()} failed, nothing was written: '
+                        f'{exc}{_read_only_hint(exc)}{self._disk_full(exc)}',
                         exc,
                     ) from exc
                 raise
