@@ -7,8 +7,8 @@ mementos, micro-compaction) records `tokens_after`. Logs from before merges and 
 fall back to the archived memento sizes plus the stub overhead measured at the last eviction there, so they can
 be off by a few tokens per stub.
 
-`save_sawtooth` writes the PNG with matplotlib, imported only when a plot is drawn (with the `Agg` backend: no
-display needed), so importing mementograph never pays for matplotlib.
+`save_sawtooth` writes the PNG (or SVG or PDF, by the file's extension) with matplotlib, imported only when a plot
+is drawn (with the `Agg` backend: no display needed), so importing mementograph never pays for matplotlib.
 """
 
 from __future__ import annotations
@@ -26,12 +26,37 @@ from ._tokens import TokenCounter
 from .knowledge_graph import DEFAULT_NAMESPACE, SessionEvent
 from .knowledge_graph.store import GraphStore, NotFoundError
 
-__all__ = ('Sawtooth', 'latest_session', 'save_sawtooth', 'sawtooth_from_log', 'sparkline')
+__all__ = (
+    'PLOT_FORMATS',
+    'Sawtooth',
+    'latest_session',
+    'plot_format',
+    'save_sawtooth',
+    'sawtooth_from_log',
+    'sparkline',
+)
 
 _STUB_OVERHEAD_GUESS: Final = 40
 """Tokens a memento stub adds to its memento's text (framing, the block id), until an eviction measures it."""
 
 _SPARKS: Final = '▁▂▃▄▅▆▇█'
+
+PLOT_FORMATS: Final = ('png', 'svg', 'pdf')
+"""The formats a plot is saved in, named by the file's extension: those matplotlib writes with no extra package."""
+
+
+def plot_format(path: str | Path) -> str:
+    """The format `path`'s extension names (`.png`, `.svg`, `.pdf`, in any case).
+
+    Raises:
+        ValueError: another extension, or none: the file would hold a format its name does not say (a `.txt` of PNG
+            bytes), so it is refused before anything is drawn.
+    """
+    suffix = Path(path).suffix.lower().lstrip('.')
+    if suffix not in PLOT_FORMATS:
+        given = f'has the extension .{suffix}' if suffix else 'has no extension'
+        raise ValueError(f'{path} {given}; a plot is saved as {", ".join("." + f for f in PLOT_FORMATS)}')
+    return suffix
 
 
 @dataclass(frozen=True)
@@ -257,11 +282,14 @@ def sparkline(values: Sequence[int], *, top: int | None = None, width: int = 60)
 
 
 def save_sawtooth(curve: Sawtooth, path: str | Path, *, title: str | None = None) -> Path:
-    """Draw the sawtooth as a PNG at `path` (parent directories must exist) and return the path.
+    """Draw the sawtooth at `path` (parent directories must exist), as PNG, SVG or PDF by its extension, and return
+    the path.
 
     Raises:
+        ValueError: the extension is none of `PLOT_FORMATS`.
         OSError: the file could not be written.
     """
+    kind = plot_format(path)
     import matplotlib
 
     matplotlib.use('Agg')  # no display, no GUI toolkit: works headless and in CI
@@ -301,7 +329,7 @@ def save_sawtooth(curve: Sawtooth, path: str | Path, *, title: str | None = None
         ax.grid(alpha=0.3)
         ax.legend(loc='upper left', fontsize=8)
         fig.tight_layout()
-        fig.savefig(out, format='png')
+        fig.savefig(out, format=kind)
     finally:
         plt.close(fig)
     return out

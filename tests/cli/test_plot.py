@@ -60,6 +60,30 @@ def test_plot_user_errors(tmp_path: Path, demo_run: DemoRun, capsys: pytest.Capt
     assert err.startswith('mementograph: error: --out') and 'Traceback' not in err
 
 
+def test_plot_writes_the_format_its_extension_names(
+    demo_run: DemoRun, tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    """`--out x.txt` wrote PNG bytes under that name; now the extension picks PNG, SVG or PDF, and any other is
+    refused before the store is read."""
+    store = demo_run.data['store']
+    for name, given in (('saw.txt', 'has the extension .txt'), ('saw', 'has no extension')):
+        out = tmp_path / name
+        assert main(['plot', '--store', store, '--out', str(out), '--json']) == 2
+        captured = capsys.readouterr()
+        error = json.loads(captured.out)['error']
+        assert error['kind'] == 'bad_argument' and error['exit_code'] == 2
+        assert error['message'] == f'--out {out} {given}; a plot is saved as .png, .svg, .pdf'
+        assert error['message'] in captured.err and not out.exists()
+    for name, magic in (('saw.svg', b'<?xml'), ('saw.pdf', b'%PDF-')):
+        out = tmp_path / name
+        assert main(['plot', '--store', store, '--out', str(out)]) == 0
+        assert f'sawtooth plot saved to {out}' in capsys.readouterr().out
+        assert out.read_bytes().startswith(magic)
+    assert b'<svg' in (tmp_path / 'saw.svg').read_bytes()
+    assert main(['plot', '--store', store, '--out', str(tmp_path / 'saw.PNG')]) == 0
+    assert_png(tmp_path / 'saw.PNG')
+
+
 def test_sawtooth_from_log_of_an_unknown_session_is_not_found(tmp_path: Path) -> None:
     store = open_store(f'sqlite://{tmp_path / "m.db"}')
     try:
@@ -76,6 +100,10 @@ def test_save_sawtooth_draws_what_it_is_given(tmp_path: Path) -> None:
     assert_png(save_sawtooth(curve, tmp_path / 'c.png'))
     with pytest.raises(OSError):
         save_sawtooth(curve, tmp_path / 'missing' / 'c.png')
+    assert save_sawtooth(curve, tmp_path / 'c.svg').read_bytes().startswith(b'<?xml')
+    with pytest.raises(ValueError, match=r'c\.jpg has the extension \.jpg; a plot is saved as \.png, \.svg, \.pdf'):
+        save_sawtooth(curve, tmp_path / 'c.jpg')
+    assert not (tmp_path / 'c.jpg').exists()
 
 
 def test_sparkline() -> None:

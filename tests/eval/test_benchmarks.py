@@ -173,17 +173,23 @@ def test_extractive_settings_reach_the_ingest_workers(locomo_slice: Path) -> Non
 
 
 @pytest.mark.parametrize('benchmark', ['locomo', 'longmemeval'])
-def test_an_empty_benchmark_or_a_count_below_one_is_a_bad_argument(
+def test_an_empty_benchmark_is_bad_input_and_a_count_below_one_a_bad_argument(
     benchmark: str, tmp_path: Path, capsys: pytest.CaptureFixture[str]
 ) -> None:
     """An empty file ended in `KeyError: 'graph'` (LongMemEval) or a table of zeros (LoCoMo), and `--limit 0`,
-    `--limit -1` or `--workers 0` were taken."""
+    `--limit -1` or `--workers 0` were taken. A file with nothing to use exits 1, as `replay` of an empty
+    transcript does (it exited 2 here, the code of a bad argument); with `--json` that is the error's object."""
     from mementograph.cli import main
 
     empty = tmp_path / 'empty.json'
     empty.write_text('[]')
-    assert main(['eval', benchmark, str(empty)]) == 2
+    assert main(['eval', benchmark, str(empty)]) == 1
     assert 'no question to score' in capsys.readouterr().err
+    assert main(['replay', str(empty)]) == 1
+    assert 'no opening request' in capsys.readouterr().err
+    assert main(['eval', benchmark, str(empty), '--json']) == 1
+    error = json.loads(capsys.readouterr().out)['error']
+    assert error['kind'] == 'error' and error['exit_code'] == 1 and 'no question to score' in error['message']
     for option, value in (('--limit', '0'), ('--limit', '-1'), ('--workers', '0')):
         with pytest.raises(SystemExit) as exited:
             main(['eval', benchmark, str(empty), option, value])

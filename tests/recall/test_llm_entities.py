@@ -9,7 +9,13 @@ from pydantic_ai.messages import ModelMessage, ModelResponse, ToolCallPart
 from pydantic_ai.models.function import AgentInfo, FunctionModel
 
 from mementograph import MementoCompaction, open_store
-from mementograph.knowledge_graph.entities import ENTITY_MODEL_ENV, LLMEntityExtractor, llm_extractor_from_env
+from mementograph.knowledge_graph.entities import (
+    ENTITY_MODEL_ENV,
+    EntityModelError,
+    LLMEntityExtractor,
+    check_entity_model_name,
+    llm_extractor_from_env,
+)
 from tests.scripted import ScriptedModel, scripted_agent
 
 TEXT = 'Caroline: I went to the support group at the community center and then researched adoption agencies.'
@@ -75,10 +81,44 @@ async def test_the_capability_links_the_models_entities() -> None:
 async def test_the_setting_reaches_the_capability(
     monkeypatch: pytest.MonkeyPatch, caplog: pytest.LogCaptureFixture
 ) -> None:
-    monkeypatch.setenv(ENTITY_MODEL_ENV, 'nosuch:model')
+    """A name that can work but fails when called (here no API key) is warned about once, never a failed run."""
+    monkeypatch.setenv(ENTITY_MODEL_ENV, 'huggingface:Qwen/Qwen3-8B')
+    monkeypatch.delenv('HF_TOKEN', raising=False)
     store = open_store('memory://')
     capability = MementoCompaction(store, max_tokens=1_500, session_id='s')
     with caplog.at_level(logging.WARNING):
         await scripted_agent(ScriptedModel(steps=8), [capability]).run('Fix the modules.')
-    assert any('LLM entity extractor (nosuch:model) failed' in r.getMessage() for r in caplog.records)
+    assert any('LLM entity extractor (huggingface:Qwen/Qwen3-8B) failed' in r.getMessage() for r in caplog.records)
     assert store.list_blocks(session_id='s')  # archived all the same, with the deterministic entities
+
+
+@pytest.mark.parametrize(
+    ('name', 'reason'),
+    [
+        ('nosuch:model', 'Unknown model: nosuch:model'),
+        ('gpt-4o', "Unknown model: gpt-4o. Did you mean 'openai-chat:gpt-4o'?"),
+        ('google-gla:gemini-2.0-flash', "Unknown model: google-gla:gemini-2.0-flash. Did you mean 'google:"),
+        ('huggingface:', 'no model after huggingface:'),
+    ],
+)
+def test_a_name_that_can_never_give_a_model_is_refused_with_the_valid_forms(name: str, reason: str) -> None:
+    with pytest.raises(EntityModelError) as raised:
+        check_entity_model_name(name)
+    message = str(raised.value)
+    assert message.startswith(f'cannot use {name!r} as the entity model ({reason}')
+    assert 'provider:model, e.g. openai:gpt-4o-mini' in message and 'test' in message
+
+
+def test_a_misspelt_setting_is_refused_where_it_is_read(monkeypatch: pytest.MonkeyPatch) -> None:
+    """It was taken, and every model call of every run failed alike (a warning each run), while the archive was
+    linked with the deterministic entities alone: refused when the capability is made, as `$MEMENTOGRAPH_STORE`
+    and `$MEMENTOGRAPH_ENCODING` are."""
+    monkeypatch.setenv(ENTITY_MODEL_ENV, 'nosuch:model')
+    with pytest.raises(EntityModelError, match=r'\(from \$MEMENTOGRAPH_ENTITY_MODEL; unset it'):
+        llm_extractor_from_env()
+    with pytest.raises(ValueError, match="cannot use 'nosuch:model' as the entity model"):
+        MementoCompaction('memory://', max_tokens=1_500)
+    # an extractor given in code does not read the setting, so it does not stop the capability
+    capability = MementoCompaction('memory://', max_tokens=1_500, mentions=LLMEntityExtractor('test').mentions_for)
+    assert capability.mentions is not None
+    check_entity_model_name('test')  # the offline test model is a name that works

@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from datetime import UTC, datetime
+from datetime import UTC, datetime, timedelta
 from pathlib import Path
 
 import pytest
@@ -201,6 +201,91 @@ def test_time_ranges_named_in_other_languages(query: str, inside: datetime, outs
     found = time_range_in(query, datetime(2023, 5, 20, 12, 0, tzinfo=UTC))
     assert found is not None
     assert found.contains(inside.replace(tzinfo=UTC)) and not found.contains(outside.replace(tzinfo=UTC))
+
+
+@pytest.mark.parametrize(
+    ('query', 'now', 'month'),
+    [
+        ('what did I cook last May?', datetime(2024, 3, 10), (2023, 5)),  # the latest May before this month
+        ('what did I cook last may', datetime(2024, 6, 10), (2024, 5)),
+        ('what did we plan last May', datetime(2024, 5, 10), (2023, 5)),  # said in May: a year ago
+        ('last may, when we met', datetime(2024, 3, 10), (2023, 5)),
+        ('the trip last may was long', datetime(2024, 3, 10), (2023, 5)),
+        ('the gift I bought last December', datetime(2024, 1, 5), (2023, 12)),
+        ('What happened this May?', datetime(2024, 3, 10), (2024, 5)),  # May of this year
+        ('what did we do this may', datetime(2024, 8, 1), (2024, 5)),
+        ('the recital this June', datetime(2024, 6, 20), (2024, 6)),
+        ('last May 2021', datetime(2024, 3, 10), (2021, 5)),
+        ('in May', datetime(2024, 3, 10), (2023, 5)),  # unchanged: the latest May up to now
+        ('what may I have missed', datetime(2024, 3, 10), None),  # the verb
+        ('this may be the cause', datetime(2024, 3, 10), None),
+        ('This may take a while', datetime(2024, 3, 10), None),
+        ('the last may have failed', datetime(2024, 3, 10), None),
+        ('this may in fact be it', datetime(2024, 3, 10), None),
+        ('this may or may not help', datetime(2024, 3, 10), None),
+    ],
+)
+def test_last_and_this_month_name_the_month(query: str, now: datetime, month: tuple[int, int] | None) -> None:
+    """ "last May" named no range (only "in May" did); "may" the verb must not name one."""
+    found = time_range_in(query, now.replace(tzinfo=UTC))
+    if month is None:
+        assert found is None
+        return
+    year, number = month
+    assert found is not None and found.since is not None and found.until is not None
+    start = datetime(year, number, 1, tzinfo=UTC)
+    assert found.contains(start) and found.contains(start.replace(day=28))
+    assert (start - found.since).days == 1 and found.until - start <= timedelta(days=32 + 1)
+    assert not found.contains(start - timedelta(days=3)) and not found.contains(start + timedelta(days=35))
+
+
+@pytest.mark.parametrize(
+    ('query', 'now', 'expected'),
+    [
+        ('last week', datetime(2024, 3, 10), (datetime(2024, 2, 24), datetime(2024, 3, 9))),
+        ('last month', datetime(2024, 3, 10), (datetime(2024, 1, 10), datetime(2024, 3, 9))),
+        ('last year', datetime(2024, 3, 10), (datetime(2022, 3, 11), datetime(2024, 3, 9))),
+        ('3 days ago', datetime(2024, 3, 10, 12), (datetime(2024, 3, 6, 13), datetime(2024, 3, 8, 11))),
+        ('two weeks ago', datetime(2024, 3, 10, 12), (datetime(2024, 2, 22, 13), datetime(2024, 2, 28, 11))),
+    ],
+)
+def test_relative_spans_in_a_query(query: str, now: datetime, expected: tuple[datetime, datetime]) -> None:
+    found = time_range_in(query, now.replace(tzinfo=UTC))
+    assert found is not None
+    inside, last = (moment.replace(tzinfo=UTC) for moment in expected)
+    assert found.contains(inside) and found.contains(last)
+    assert not found.contains(inside - timedelta(days=2)) and not found.contains(last + timedelta(days=2))
+
+
+@pytest.mark.parametrize(
+    ('query', 'asked', 'sitting'),
+    [
+        ('Caroline last May', datetime(2024, 3, 1, tzinfo=UTC), '2023-05'),
+        ('Caroline last June', datetime(2024, 3, 1, tzinfo=UTC), '2023-06'),
+        ('Caroline this June', datetime(2023, 12, 1, tzinfo=UTC), '2023-06'),
+    ],
+)
+def test_recall_prefers_the_month_last_or_this_names(
+    filled: tuple[GraphStore, str], query: str, asked: datetime, sitting: str
+) -> None:
+    """Through `recall` on every backend: the sittings are 8 May and 20 June 2023 (`small_dialogue`)."""
+    store, namespace = filled
+    config = RecallConfig(max_df_share=1, prefer_boost=10.0)
+    hits = recall(store, query, 3, method='graph', namespace=namespace, session_id='conv-1', now=asked, config=config)
+    assert hits and hits[0].started_at is not None and hits[0].started_at.startswith(sitting)
+    assert 'in the time range' in hits[0].reasons
+
+
+def test_recall_reads_no_month_in_may_the_verb_or_in_a_may_long_past(filled: tuple[GraphStore, str]) -> None:
+    store, namespace = filled
+    config = RecallConfig(max_df_share=1, prefer_boost=10.0)
+    for query, asked in (
+        ('this may be Caroline', datetime(2023, 7, 1, tzinfo=UTC)),  # May 2023 holds a sitting
+        ('Caroline last May', datetime(2023, 5, 20, tzinfo=UTC)),  # May 2022: nothing then
+    ):
+        hits = recall(store, query, 5, method='graph', namespace=namespace, session_id='conv-1', now=asked,
+                      config=config)  # fmt: skip
+        assert hits and not any('in the time range' in hit.reasons for hit in hits), query
 
 
 def test_an_english_word_that_is_a_month_elsewhere_names_no_range() -> None:

@@ -2,12 +2,17 @@
 
 from __future__ import annotations
 
+import errno
+import json
 import os
+import shutil
 import signal
 import sqlite3
 import subprocess
 import sys
 import time
+from collections.abc import Iterator
+from contextlib import closing
 from pathlib import Path
 
 import pytest
@@ -153,6 +158,96 @@ def test_corrupt_file_names_the_file(tmp_path: Path) -> None:
     with pytest.raises(StoreUnavailableError, match=r'garbage\.db'):
         open_store(f'sqlite://{path}')
     assert path.read_bytes().startswith(b'this is not')  # never overwritten
+
+
+def test_a_full_database_names_the_file_and_says_it_is_full(tmp_path: Path) -> None:
+    """SQLite's "database or disk is full" named neither the file nor what to do. The page limit stands in for the
+    disk (both are SQLITE_FULL to SQLite), so this runs anywhere; a real full disk is the test below."""
+    path = tmp_path / 'm.db'
+    store = open_store(f'sqlite://{path}')
+    try:
+        store.write_eviction(make_eviction(session_history(1), session_id='s', namespace='default')[0])
+        conn = store._conn  # type: ignore[attr-defined]  # the test plays a file that cannot grow
+        pages = conn.execute('PRAGMA page_count').fetchone()[0]
+        conn.execute(f'PRAGMA max_page_count = {pages}')
+        big = make_eviction(session_history(60, prefix='more'), session_id='s', namespace='default', seq=100)[0]
+        with pytest.raises(StoreUnavailableError) as raised:
+            store.write_eviction(big)
+        message = str(raised.value)
+        assert message.startswith(f'writing {path} failed, nothing was written: database or disk is full; ')
+        assert f'the disk holding {path} was full' in message and 'max_page_count' in message
+        assert store.stats().blocks == 1  # the earlier eviction is whole, the failed one left nothing
+    finally:
+        store.close()
+
+
+def _fill(directory: Path) -> None:
+    """Write a file in `directory` until its disk has no byte left."""
+    filler = os.open(directory / 'filler', os.O_WRONLY | os.O_CREAT | os.O_APPEND)
+    try:
+        for size in (1 << 16, 1 << 12, 1):
+            try:
+                while os.write(filler, bytes(size)):
+                    pass
+            except OSError as exc:
+                assert exc.errno == errno.ENOSPC
+    finally:
+        os.close(filler)
+    assert shutil.disk_usage(directory).free == 0
+
+
+@pytest.fixture
+def small_disk(tmp_path: Path) -> Iterator[Path]:
+    """A 1 MiB disk of its own (a tmpfs), to be filled for real."""
+    if os.geteuid() != 0:
+        pytest.skip('a full disk is a 1 MiB tmpfs here, and only root may mount one')
+    mount = tmp_path / 'disk'
+    mount.mkdir()
+    done = subprocess.run(['mount', '-t', 'tmpfs', '-o', 'size=1m', 'tmpfs', str(mount)], capture_output=True)
+    if done.returncode != 0:
+        pytest.skip(f'this system does not let root mount a tmpfs: {done.stderr.decode().strip()}')
+    try:
+        yield mount
+    finally:
+        subprocess.run(['umount', '-l', str(mount)], check=True)
+
+
+def test_a_full_disk_is_named_at_open_and_at_a_write(small_disk: Path, capsys: pytest.CaptureFixture[str]) -> None:
+    """Opening a store on a full disk read "cannot use PATH: disk I/O error" (SQLite cannot grow the -shm file and
+    says no more), and a write "database or disk is full": both now say the disk holding the file is full."""
+    from mementograph.cli import main
+
+    path = small_disk / 'm.db'
+    store = open_store(f'sqlite://{path}')
+    store.write_eviction(make_eviction(session_history(1), session_id='s', namespace='default')[0])
+    store.close()
+    with closing(sqlite3.connect(path)) as conn:  # as a store left closed: no -wal or -shm file beside it
+        conn.execute('PRAGMA wal_checkpoint(TRUNCATE)').fetchall()
+    for extra in ('-wal', '-shm'):
+        path.with_name(path.name + extra).unlink(missing_ok=True)
+    _fill(small_disk)
+    full = f'the disk holding {path} is full (0 bytes free): free space on it'
+    with pytest.raises(StoreUnavailableError) as raised:
+        open_store(f'sqlite://{path}')
+    assert str(raised.value).startswith(f'cannot use {path}: disk I/O error; {full}')
+    assert main(['stats', '--store', f'sqlite://{path}', '--json']) == 1
+    assert full in json.loads(capsys.readouterr().out)['error']['message']
+
+    (small_disk / 'filler').unlink()
+    store = open_store(f'sqlite://{path}')
+    try:
+        _fill(small_disk)
+        more = make_eviction(session_history(40, prefix='more'), session_id='s', namespace='default', seq=100)[0]
+        with pytest.raises(StoreUnavailableError) as raised:
+            store.write_eviction(more)
+        assert str(raised.value).startswith(f'writing {path} failed, nothing was written: ')
+        assert full in str(raised.value)
+        (small_disk / 'filler').unlink()
+        assert store.stats().blocks == 1  # nothing of the failed write, nothing lost
+        store.write_eviction(more)  # with room again, the same write goes through
+        assert store.stats().blocks == 2
+    finally:
+        store.close()
 
 
 @pytest.mark.parametrize(

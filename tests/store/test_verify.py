@@ -5,8 +5,9 @@ from __future__ import annotations
 
 import asyncio
 import json
-from collections.abc import Iterator, Sequence
-from contextlib import contextmanager
+import sqlite3
+from collections.abc import Callable, Iterator, Sequence
+from contextlib import closing, contextmanager
 from dataclasses import dataclass
 from datetime import UTC, datetime, timedelta
 from pathlib import Path
@@ -19,7 +20,15 @@ from mementograph.cli import _verify_cmd, main
 from mementograph.eval import Dialogue, DialogueIngestor, Segment, Turn
 from mementograph.knowledge_graph import BlockRecord, Eviction, MementoRecord, SessionEvent, memento_id_for
 from mementograph.knowledge_graph.recall import PagePolicy
-from mementograph.knowledge_graph.store import GraphStore, SqliteStore, VerifyReport, _verify, open_store, verify_store
+from mementograph.knowledge_graph.store import (
+    GraphStore,
+    SqliteStore,
+    StoreCorruptError,
+    VerifyReport,
+    _verify,
+    open_store,
+    verify_store,
+)
 from tests.builders import ret, session_history
 from tests.store.conftest import Backend
 from tests.store.test_contract import make_eviction
@@ -157,6 +166,7 @@ def test_real_archive_verifies_and_verify_only_reads(backend: Backend, archived:
 
     report = verify_store(store, namespace=ns)
 
+    assert store.check_storage() == ()  # the engine finds its storage whole (Neo4j: nothing a client runs)
     assert report.problems == () and report.ok
     assert report.blocks_checked == 2 * (blocks + 1)  # blocks and the stubbed part of each session
     assert report.mementos_checked == 2 * (blocks + 1)  # one per block, plus the memento of mementos
@@ -471,3 +481,116 @@ def test_an_altered_log_message_is_a_log_hash_mismatch(
     assert verify_store(backend.store, namespace=ns, session_id='b').ok
     assert cli(backend, ['verify', '--session', 'a'], monkeypatch) == 4
     assert 'log_hash_mismatch  message 1  session a: logged sha256' in capsys.readouterr().out
+
+
+# -- a damaged SQLite file ------------------------------------------------------------------------------------------
+
+_BTREE_PAGE_TYPES = (0x02, 0x05, 0x0A, 0x0D)
+"""The first byte of a b-tree page (index or table, interior or leaf); overflow and free pages start with 0."""
+
+
+def _archive_file(tmp_path: Path) -> tuple[Path, int]:
+    """Two sessions archived in a SQLite file, everything checkpointed into the file itself; and its page size."""
+    path = tmp_path / 'archive.db'
+    store = open_store(f'sqlite://{path}')
+    for sid in ('a', 'b'):
+        archive(store, 'default', sid)
+    store.close()
+    with closing(sqlite3.connect(path)) as conn:
+        conn.execute('PRAGMA wal_checkpoint(TRUNCATE)').fetchall()
+        page_size = int(conn.execute('PRAGMA page_size').fetchone()[0])
+    return path, page_size
+
+
+def _zero_page(path: Path, page_size: int, number: int) -> None:
+    with path.open('r+b') as file:
+        file.seek((number - 1) * page_size)
+        file.write(bytes(page_size))
+
+
+def _middle_btree_page(path: Path, page_size: int) -> int:
+    data = path.read_bytes()
+    pages = len(data) // page_size
+    btree = [n for n in range(2, pages + 1) if data[(n - 1) * page_size] in _BTREE_PAGE_TYPES]
+    return min(btree, key=lambda n: abs(n - pages // 2))
+
+
+def _root_page(table: str) -> Callable[[Path, int], int]:
+    def root(path: Path, page_size: int) -> int:
+        with closing(sqlite3.connect(path)) as conn:
+            return int(conn.execute('SELECT rootpage FROM sqlite_master WHERE name = ?', (table,)).fetchone()[0])
+
+    return root
+
+
+@pytest.mark.parametrize('page', [_middle_btree_page, _root_page('events')], ids=['middle', 'events-root'])
+def test_a_zeroed_page_is_a_corrupt_file_not_an_unexpected_error(
+    page: Callable[[Path, int], int], tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    """A disk that zeroed one page of the file: `verify` exited 1 with "database disk image is malformed" when a
+    check read the page (an error, as for a server that is down), and 0 when none did, where its promise is to say
+    whether the archive holds (exit 4)."""
+    path, page_size = _archive_file(tmp_path)
+    _zero_page(path, page_size, page(path, page_size))
+    uri = f'sqlite://{path}'
+
+    assert main(['verify', '--store', uri, '--json']) == 4
+    out, err = capsys.readouterr()
+    data_out = json.loads(out)
+    assert data_out['ok'] is False
+    kinds = {(p['kind'], p['subject_id']) for p in data_out['problems']}
+    assert ('corrupt_file', uri) in kinds
+    assert 'verify failed' in err and 'Traceback' not in err
+    assert main(['verify', '--store', uri]) == 4
+    text = capsys.readouterr().out
+    assert f'corrupt_file  {uri}: ' in text  # no session to name: the file is the subject
+    assert 'session :' not in text
+
+
+def test_a_file_too_damaged_to_open_is_a_corrupt_file(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
+    path, page_size = _archive_file(tmp_path)
+    _zero_page(path, page_size, 1)  # the header: SQLite no longer takes it for a database
+    uri = f'sqlite://{path}'
+    assert main(['verify', '--store', uri, '--json']) == 4
+    problems = json.loads(capsys.readouterr().out)['problems']
+    assert [(p['kind'], p['subject_id']) for p in problems] == [('corrupt_file', uri)]
+    assert f'{path} is not a mementograph SQLite database, or it is corrupt' in problems[0]['detail']
+
+
+def test_the_engines_own_check_finds_a_page_no_other_read_touches(tmp_path: Path) -> None:
+    """The full-text index is read by no check of `verify`: a zeroed page of it passed as verified."""
+    path, page_size = _archive_file(tmp_path)
+    store = open_store(f'sqlite://{path}')
+    try:
+        assert store.search_text('pytest')  # the index is built at the first search
+    finally:
+        store.close()
+    with closing(sqlite3.connect(path)) as conn:
+        conn.execute('PRAGMA wal_checkpoint(TRUNCATE)').fetchall()
+        root = conn.execute("SELECT rootpage FROM sqlite_master WHERE name = 'text_fts_data'").fetchone()[0]
+    _zero_page(path, page_size, root)
+    store = open_store(f'sqlite://{path}')
+    try:
+        report = verify_store(store)
+    finally:
+        store.close()
+    assert not report.ok
+    assert [p.kind for p in report.problems] == ['corrupt_file']
+    assert report.problems[0].subject_id == f'sqlite://{path}' and report.blocks_checked > 0
+
+
+def test_a_stored_value_that_no_longer_decodes_is_a_corrupt_file(tmp_path: Path) -> None:
+    """A zeroed overflow page reads back as NUL bytes, which SQLite's own check cannot see: the event log's block
+    ids then failed to decode with a bare "Expecting value: line 1 column 1" (exit 1)."""
+    path, _ = _archive_file(tmp_path)
+    store = open_store(f'sqlite://{path}')
+    try:
+        conn = store._conn  # type: ignore[attr-defined]  # plays the damaged page
+        conn.execute("UPDATE events SET block_ids_json = char(0, 0, 0) WHERE kind = 'micro'")
+        with pytest.raises(StoreCorruptError, match=rf'{path} is corrupt: a value it stored \(the block ids of event'):
+            store.read_events('a')
+        report = verify_store(store)
+    finally:
+        store.close()
+    assert [p.kind for p in report.problems] == ['corrupt_file']
+    assert 'no longer decodes' in report.problems[0].detail and report.blocks_checked > 0

@@ -48,7 +48,7 @@ from .._threads import StoreCalls, in_thread
 from .._tokens import ENCODING_ENV, TokenCounter, check_encoding, encoding_for_model
 from ..knowledge_graph import DEFAULT_NAMESPACE
 from ..knowledge_graph.dense import ONNX_SCHEME, BackgroundSync, DenseIndex, embedding_model, existing_model_path
-from ..knowledge_graph.entities import MentionExtractor, default_mention_extractor
+from ..knowledge_graph.entities import MentionExtractor, default_mention_extractor, llm_extractor_from_env
 from ..knowledge_graph.memory import (
     Compressor,
     ExtractiveCompressor,
@@ -289,7 +289,8 @@ class MementoCompaction(AbstractCapability[AgentDepsT]):
     mentions: MentionExtractor | None = None
     """Entity linker for `MENTIONS` edges; `None` uses the recall layer's deterministic extractor, or with
     `$MEMENTOGRAPH_ENTITY_MODEL` set (`provider:model`) an `LLMEntityExtractor` of that model, which adds the
-    model's entities to the deterministic ones."""
+    model's entities to the deterministic ones (a name that can never work, such as an unknown provider, is
+    refused when the capability is made)."""
 
     embedding: EmbeddingModel | str | None = None
     """An embedding model for the `recall` tool: any pydantic-ai embedding model or its name
@@ -401,6 +402,8 @@ class MementoCompaction(AbstractCapability[AgentDepsT]):
                 check_encoding(os.environ[ENCODING_ENV])
             except ValueError as exc:
                 raise ValueError(f'{exc} (from ${ENCODING_ENV})') from None
+        if self.mentions is None:  # likewise: a misspelt entity model would fail every call, as warnings only
+            llm_extractor_from_env()
         if isinstance(self.embedding, str):  # likewise a name that can never give a model (recall would stay lexical)
             _check_embedding_name(self.embedding)
         for role, value, method in (('compressor', self.compressor, 'compress'), ('judge', self.judge, 'judge')):

@@ -68,11 +68,14 @@ COMMANDS: Final = (
         '._mcp_cmd',
         'serve memory to MCP clients (Claude Desktop, IDEs): stdio, or HTTP on 127.0.0.1 with --http',
     ),
-    Command('plot', '._plot_cmd', 'save the sawtooth (context tokens per request) of a stored session as PNG'),
+    Command(
+        'plot', '._plot_cmd', 'save the sawtooth (context tokens per request) of a stored session as PNG, SVG or PDF'
+    ),
     Command(
         'verify',
         '._verify_cmd',
-        'check every archived block against its sha256, every memento, NEXT chain and page; exit 4 if any fails',
+        'check the store file, every archived block against its sha256, every memento, NEXT chain and page; exit 4 '
+        'if any fails',
     ),
     Command('forget', '._verify_cmd', 'delete a session from the store for good (asks first)'),
 )

@@ -29,7 +29,10 @@ __all__ = (
     'add_embedding_option',
     'add_memento_model_options',
     'add_store_options',
+    'check_entity_model_setting',
+    'check_store_vectors',
     'checked_model_names',
+    'checked_plot_format',
     'emit',
     'load_embedding',
     'store_from',
@@ -110,6 +113,17 @@ def checked_model_names(args: argparse.Namespace) -> tuple[str | None, str | Non
     return args.compressor, args.judge
 
 
+def check_entity_model_setting() -> None:
+    """Refuse, before any work, a `$MEMENTOGRAPH_ENTITY_MODEL` that names no model that could work: a bad setting,
+    as a bad `$MEMENTOGRAPH_STORE` is (exit 2), instead of a failure later (exit 1) or blocks linked without it."""
+    from ..knowledge_graph.entities import EntityModelError, llm_extractor_from_env  # pydantic-ai's agents
+
+    try:
+        llm_extractor_from_env()
+    except EntityModelError as exc:
+        raise CliError(str(exc), code=2) from None
+
+
 def add_store_vectors_option(parser: argparse.ArgumentParser) -> None:
     """`--no-store-vectors`: embed in memory only (the vectors are written beside their blocks by default)."""
     parser.add_argument(
@@ -119,6 +133,13 @@ def add_store_vectors_option(parser: argparse.ArgumentParser) -> None:
         help='with --embedding: keep the vectors of blocks no earlier run embedded in this process only (default: '
         'store them beside their blocks, so the next run reads them instead of embedding again)',
     )
+
+
+def check_store_vectors(args: argparse.Namespace) -> None:
+    """Refuse `--no-store-vectors` without an embedding model: nothing would be embedded, so the flag would do
+    nothing, and a user who gave it likely meant to pass `--embedding` too (or set it in the environment)."""
+    if not args.store_vectors and not args.embedding:
+        raise CliError(f'--no-store-vectors applies only with --embedding MODEL (or ${EMBEDDING_ENV})', code=2)
 
 
 def load_embedding(spec: str | None) -> EmbeddingModel | None:
@@ -204,6 +225,17 @@ def check_output_path(args: argparse.Namespace, out: Path, option: str) -> None:
             'archive: choose another path',
             code=2,
         )
+
+
+def checked_plot_format(path: str | Path, option: str) -> None:
+    """Refuse, before any work, a plot file whose extension names no format it is saved in (`--out plot.txt` once
+    got PNG bytes under that name)."""
+    from .._plot import plot_format  # matplotlib's side: only the commands that plot load it
+
+    try:
+        plot_format(path)
+    except ValueError as exc:
+        raise CliError(f'{option} {exc}', code=2) from None
 
 
 def require_session(store: GraphStore, namespace: str, session_id: str | None) -> None:

@@ -32,7 +32,15 @@ from ..knowledge_graph.recall import page_index_text, recall
 from ..knowledge_graph.store import NEO4J_SCHEMES, GraphStore, NotFoundError, StoreError
 from ..knowledge_graph.store._cypher import EXAMPLE_QUERIES
 from ._commands import add_command
-from ._common import CliError, add_store_options, check_output_path, emit, store_from
+from ._common import (
+    CliError,
+    add_store_options,
+    check_entity_model_setting,
+    check_output_path,
+    checked_plot_format,
+    emit,
+    store_from,
+)
 from ._progress import stderr_console
 from ._query import render_table
 
@@ -542,7 +550,7 @@ def run_demo(
         model: `provider:name` of a real model; `None` runs the scripted policy (offline, deterministic).
         budget: high-water mark in tokens.
         namespace: namespace of the session (default: the default namespace).
-        plot: where to save the sawtooth PNG; `None` for no plot.
+        plot: where to save the sawtooth (PNG, or SVG or PDF by the extension); `None` for no plot.
         llm_compressor: compress with `model` instead of the extractive compressor.
         llm_judge: judge with the rubric and `model` (the stricter wins) instead of the rubric alone.
         progress: per-request progress on stderr.
@@ -678,8 +686,10 @@ def _demo(args: argparse.Namespace) -> int:
     plot: Path | None = None if args.no_plot else Path(args.plot)
     if plot is not None:
         check_output_path(args, plot, '--plot')
+        checked_plot_format(plot, '--plot')
     if args.model:
         _check_model(args.model)
+    check_entity_model_setting()
     console = None if args.json else stdout_console()
 
     def report(line: str) -> None:
@@ -746,7 +756,10 @@ def register(commands: argparse._SubParsersAction[argparse.ArgumentParser]) -> N
         '--llm-judge', action='store_true', help='judge mementos with the rubric and --model (CombinedJudge)'
     )
     demo.add_argument(
-        '--plot', default=DEFAULT_PLOT, metavar='PATH', help='where to save the sawtooth PNG (default: %(default)s)'
+        '--plot',
+        default=DEFAULT_PLOT,
+        metavar='PATH',
+        help='where to save the sawtooth: .png, .svg or .pdf (default: %(default)s)',
     )
     demo.add_argument('--no-plot', action='store_true', help='do not save a plot')
     demo.add_argument('-q', '--quiet', action='store_true', help='no progress on stderr')

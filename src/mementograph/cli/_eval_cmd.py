@@ -59,10 +59,14 @@ def _positive(text: str) -> int:
 
 
 def _scored_any(path: Path, questions: dict[str, int], args: argparse.Namespace) -> None:
-    """A run that scored no question has no figures to show: say why instead of a table of zeros."""
+    """A run that scored no question has no figures to show: say why instead of a table of zeros.
+
+    Exit 1, as for any file whose content cannot be used (`replay` of a transcript holding no request): the
+    arguments were well formed, the data was not; 2 is for bad arguments.
+    """
     if not questions.get('overall'):
         limited = f' among the first {args.limit}' if args.limit else ''
-        raise CliError(f'{path}: no question to score{limited} (is it an empty benchmark file?)', code=2)
+        raise CliError(f'{path}: no question to score{limited} (is it an empty benchmark file?)')
 
 
 def _methods(text: str) -> tuple[Method, ...]:

@@ -13,6 +13,7 @@ from ._common import (
     add_embedding_option,
     add_store_options,
     add_store_vectors_option,
+    check_store_vectors,
     load_embedding,
     non_empty,
     store_from,
@@ -34,6 +35,7 @@ def _mcp(args: argparse.Namespace) -> int:
         if given:
             verb = 'applies' if len(given) == 1 else 'apply'
             raise CliError(f'{", ".join(given)} only {verb} with --http (stdio needs no address or token)', code=2)
+    check_store_vectors(args)
     host = (args.host or DEFAULT_HOST).strip()
     port = DEFAULT_PORT if args.port is None else args.port
     token = args.token or os.environ.get(TOKEN_ENV) or None

@@ -1,4 +1,5 @@
-"""`plot`: the sawtooth (context tokens per request, with and without compaction) of a stored session, as PNG."""
+"""`plot`: the sawtooth (context tokens per request, with and without compaction) of a stored session, as PNG (or
+SVG or PDF)."""
 
 from __future__ import annotations
 
@@ -8,7 +9,15 @@ from pathlib import Path
 from .._plot import latest_session, save_sawtooth, sawtooth_from_log, sparkline
 from ..knowledge_graph.store import NotFoundError
 from ._commands import add_command
-from ._common import CliError, add_store_options, check_output_path, emit, non_empty, store_from
+from ._common import (
+    CliError,
+    add_store_options,
+    check_output_path,
+    checked_plot_format,
+    emit,
+    non_empty,
+    store_from,
+)
 
 __all__ = ('register',)
 
@@ -16,6 +25,9 @@ __all__ = ('register',)
 def _plot(args: argparse.Namespace) -> int:
     if args.budget is not None and args.budget <= 0:
         raise CliError(f'--budget must be a positive number of tokens, not {args.budget}', code=2)
+    if args.out:  # refused before the store is read: the path first (a directory, the store itself), then its format
+        check_output_path(args, Path(args.out), '--out')
+        checked_plot_format(args.out, '--out')
     with store_from(args) as store:
         session = args.session or latest_session(store, namespace=args.namespace)
         if session is None:
@@ -49,11 +61,13 @@ def register(commands: argparse._SubParsersAction[argparse.ArgumentParser]) -> N
         commands,
         'plot',
         description='Rebuild context tokens per model request of a stored session from its event log (with memento '
-        'compaction, and what it would have been without) and save the plot as PNG. Exact: every compaction '
+        'compaction, and what it would have been without) and save the plot as PNG, SVG or PDF. Exact: every compaction '
         'step logs the context size after it (logs of older versions: within a few tokens per stub after merges).',
     )
     add_store_options(plot)
     plot.add_argument('--session', type=non_empty, help='the session id (default: the latest session of the namespace)')
-    plot.add_argument('--out', metavar='PATH', help='PNG path (default: ./mementograph-SESSION.png)')
+    plot.add_argument(
+        '--out', metavar='PATH', help='file to save: .png, .svg or .pdf (default: ./mementograph-SESSION.png)'
+    )
     plot.add_argument('--budget', type=int, metavar='N', help='draw the high-water mark at N tokens')
     plot.set_defaults(func=_plot)

@@ -30,6 +30,7 @@ from ._common import (
     add_embedding_option,
     add_store_options,
     add_store_vectors_option,
+    check_store_vectors,
     emit,
     load_embedding,
     non_empty,
@@ -51,6 +52,7 @@ def _recall(args: argparse.Namespace) -> int:
         raise CliError('recall needs a query: the names or words to look for', code=2)
     if args.k < 1:
         raise CliError(f'--k must be at least 1, not {args.k}', code=2)
+    check_store_vectors(args)
     method: Method = args.method or ('hybrid' if args.embedding else 'fused')
     if method in DENSE_METHODS and not args.embedding:
         raise CliError(f'--method {method} needs --embedding MODEL (or MEMENTOGRAPH_EMBEDDING_MODEL)', code=2)

@@ -10,13 +10,14 @@ from dataclasses import asdict
 from ..knowledge_graph.entities import ENTITY_MODEL_ENV, default_mention_extractor, reindex_entities
 from ..knowledge_graph.store import NotFoundError
 from ._commands import add_command
-from ._common import CliError, add_store_options, emit, non_empty, store_from
+from ._common import CliError, add_store_options, check_entity_model_setting, emit, non_empty, store_from
 from ._progress import progress_bar, wants_progress
 
 __all__ = ('register',)
 
 
 def _reindex(args: argparse.Namespace) -> int:
+    check_entity_model_setting()
     extractor = default_mention_extractor()
     with store_from(args) as store:
         uri = store.uri

@@ -27,7 +27,7 @@ from .._transcripts import TranscriptError, load_transcript
 from ..knowledge_graph.memory import CombinedJudge, Judge, LLMCompressor, LLMJudge
 from ..knowledge_graph.store import GraphStore, open_store
 from ._commands import add_command
-from ._common import CliError, add_memento_model_options, checked_model_names, emit
+from ._common import CliError, add_memento_model_options, check_entity_model_setting, checked_model_names, emit
 from ._progress import progress_bar, wants_progress
 
 __all__ = ('register',)
@@ -217,6 +217,7 @@ def _replay(args: argparse.Namespace) -> int:
     if args.jobs is not None and args.jobs < 1:
         raise CliError(f'--jobs must be at least 1, not {args.jobs}', code=2)
     models = checked_model_names(args)
+    check_entity_model_setting()  # the capability reads it in each worker: refused once, here
     settings = {
         name: value
         for name, value in (

@@ -7,7 +7,14 @@ import sys
 from dataclasses import asdict
 from typing import Any, Final
 
-from ..knowledge_graph.store import GraphStore, VerifyReport, verify_store
+from ..knowledge_graph.store import (
+    GraphStore,
+    StoreCorruptError,
+    VerifyProblem,
+    VerifyReport,
+    resolve_store_uri,
+    verify_store,
+)
 from ._commands import add_command
 from ._common import CliError, add_store_options, emit, non_empty, store_from
 
@@ -30,17 +37,24 @@ def _verify_text(report: VerifyReport, uri: str, namespace: str, session_id: str
         f'{"pages":<12}{report.pages_checked}',
         f'{"problems":<12}{len(report.problems)}',
     ]
-    lines += [f'{p.kind}  {p.subject_id}  session {p.session_id}: {p.detail}' for p in report.problems]
+    lines += [
+        f'{p.kind}  {p.subject_id}' + (f'  session {p.session_id}' if p.session_id else '') + f': {p.detail}'
+        for p in report.problems
+    ]
     if report.ok:
         lines.append('OK: every block matches its sha256; SUMMARIZES, NEXT chains and pages hold; no orphans')
     return '\n'.join(lines)
 
 
 def _verify(args: argparse.Namespace) -> int:
-    with store_from(args) as store:
-        report = verify_store(store, namespace=args.namespace, session_id=args.session)
-        uri = store.uri
-    if report.sessions_checked == 0:  # a misspelt session or namespace must not pass as verified
+    try:
+        with store_from(args) as store:
+            report = verify_store(store, namespace=args.namespace, session_id=args.session)
+            uri = store.uri
+    except StoreCorruptError as exc:  # too damaged to open: the check failed, as for a damaged page found later
+        uri = resolve_store_uri(args.store)
+        report = VerifyReport(False, 0, 0, 0, 0, (VerifyProblem('corrupt_file', uri, '', str(exc)),))
+    if report.ok and report.sessions_checked == 0:  # a misspelt session or namespace must not pass as verified
         where = f'session {args.session!r} in namespace' if args.session else 'session in namespace'
         raise CliError(f'no {where} {args.namespace!r} of {uri}: nothing to verify (see `mementograph stats`)',
                        code=NOT_FOUND)  # fmt: skip

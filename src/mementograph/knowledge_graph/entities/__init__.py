@@ -17,7 +17,13 @@ if TYPE_CHECKING:
         mentions_for,
         merge_entities,
     )
-    from ._llm import ENTITY_MODEL_ENV, LLMEntityExtractor, llm_extractor_from_env
+    from ._llm import (
+        ENTITY_MODEL_ENV,
+        EntityModelError,
+        LLMEntityExtractor,
+        check_entity_model_name,
+        llm_extractor_from_env,
+    )
     from ._normalize import (
         KEY_CLASSES,
         STOPWORDS,
@@ -37,11 +43,13 @@ __all__ = (
     'ENTITY_MODEL_ENV',
     'KEY_CLASSES',
     'STOPWORDS',
+    'EntityModelError',
     'ExtractedEntity',
     'LLMEntityExtractor',
     'MentionExtractor',
     'ReindexReport',
     'aliases',
+    'check_entity_model_name',
     'default_mention_extractor',
     'entity_key',
     'extract_entities',
@@ -68,7 +76,13 @@ __getattr__ = LazyExports(
             'mentions_for',
             'merge_entities',
         ),
-        '._llm': ('ENTITY_MODEL_ENV', 'LLMEntityExtractor', 'llm_extractor_from_env'),
+        '._llm': (
+            'ENTITY_MODEL_ENV',
+            'EntityModelError',
+            'LLMEntityExtractor',
+            'check_entity_model_name',
+            'llm_extractor_from_env',
+        ),
         '._normalize': (
             'KEY_CLASSES',
             'STOPWORDS',

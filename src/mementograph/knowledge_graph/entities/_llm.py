@@ -21,7 +21,8 @@ from typing import Final
 
 from pydantic import BaseModel, Field
 from pydantic_ai import Agent
-from pydantic_ai.models import KnownModelName, Model
+from pydantic_ai.models import KnownModelName, Model, infer_model, parse_model_id
+from pydantic_ai.providers import infer_provider_class
 from pydantic_ai.settings import ModelSettings
 
 from .._schema import Mention
@@ -29,7 +30,15 @@ from ..memory._usage import record_usage
 from ._extract import DEFAULT_MAX_CONCEPTS, ENTITY_KINDS, ExtractedEntity, extract_entities, merge_entities
 from ._normalize import aliases, entity_key
 
-__all__ = ('ENTITY_MODEL_ENV', 'EntityItem', 'EntityList', 'LLMEntityExtractor', 'llm_extractor_from_env')
+__all__ = (
+    'ENTITY_MODEL_ENV',
+    'EntityItem',
+    'EntityList',
+    'EntityModelError',
+    'LLMEntityExtractor',
+    'check_entity_model_name',
+    'llm_extractor_from_env',
+)
 
 ENTITY_MODEL_ENV: Final = 'MEMENTOGRAPH_ENTITY_MODEL'
 
@@ -121,7 +130,58 @@ class LLMEntityExtractor:
         )
 
 
+class EntityModelError(ValueError):
+    """A model name for the LLM entity extractor that can never give a model."""
+
+
+_NAME_FORMS: Final = (
+    'a pydantic-ai model name provider:model, e.g. openai:gpt-4o-mini, anthropic:claude-3-5-haiku-latest, '
+    'google:gemini-2.0-flash, groq:llama-3.3-70b-versatile, ollama:llama3.2 (or test, the offline test model)'
+)
+
+
+def check_entity_model_name(name: str) -> None:
+    """Raise `EntityModelError` for a name that cannot work: no `provider:` prefix, an unknown provider, no model
+    after the prefix, or a provider whose package is not installed.
+
+    A misspelt name would otherwise fail every model call alike, each time as one warning, while the archive is
+    linked with the deterministic entities alone. A name that fails only later (a key, the network) is not
+    refused: the extractor then still warns once and keeps the deterministic entities. The model is not made
+    here, so no key is needed to check a name.
+    """
+    if name == 'test':
+        return
+    provider, model = parse_model_id(name)
+    reason = f'no model after {provider}:' if provider and not model.strip() else None
+    if reason is None:
+        try:
+            if provider is None:
+                raise ValueError(name)
+            infer_provider_class(provider)
+        except ValueError:
+            try:
+                infer_model(name)  # its message suggests a known name for a near miss
+                reason = f'Unknown model: {name}'
+            except Exception as exc:
+                reason = str(exc)
+        except ImportError as exc:
+            raise EntityModelError(f'cannot use {name!r} as the entity model: {exc}') from None
+    if reason is not None:
+        raise EntityModelError(f'cannot use {name!r} as the entity model ({reason}): set {_NAME_FORMS}')
+
+
 def llm_extractor_from_env() -> LLMEntityExtractor | None:
-    """The extractor `MEMENTOGRAPH_ENTITY_MODEL` names (`provider:model`), or `None` when it is unset."""
+    """The extractor `MEMENTOGRAPH_ENTITY_MODEL` names (`provider:model`), or `None` when it is unset.
+
+    Raises:
+        EntityModelError: the variable names no model that could work (see `check_entity_model_name`), so a typo
+            is refused where the setting is read instead of silently indexing without the model.
+    """
     name = os.environ.get(ENTITY_MODEL_ENV, '').strip()
-    return LLMEntityExtractor(name) if name else None
+    if not name:
+        return None
+    try:
+        check_entity_model_name(name)
+    except EntityModelError as exc:
+        raise EntityModelError(f'{exc} (from ${ENTITY_MODEL_ENV}; unset it for the deterministic extractor)') from None
+    return LLMEntityExtractor(name)

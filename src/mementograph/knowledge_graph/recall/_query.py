@@ -185,9 +185,10 @@ def _next_month(moment: datetime) -> datetime:
 
 
 def time_range_in(query: str, now: datetime) -> TimeRange | None:
-    """The time range a query names relative to `now`, if any: `in March` (the latest March up to now), `last month`,
-    `last week`, `yesterday`, `today`, `N days/weeks/months ago`, `in the past N days/weeks/months`, `in 2022`; and
-    their like in the other languages `_languages` knows (`im März`, `вчера`, `il y a 3 mois`, `先月`).
+    """The time range a query names relative to `now`, if any: `in March` (the latest March up to now), `last May`
+    (the latest May before this month), `this May` (May of this year), `last month`, `last week`, `yesterday`,
+    `today`, `N days/weeks/months ago`, `in the past N days/weeks/months`, `in 2022`; and their like in the other
+    languages `_languages` knows (`im März`, `вчера`, `il y a 3 mois`, `先月`).
 
     Ranges are generous (a day's slack on each side): a range is a hint for ranking, and people round.
     """
@@ -197,6 +198,9 @@ def time_range_in(query: str, now: datetime) -> TimeRange | None:
     match = re.search(r'\b(?:in|during|of|since)\s+(' + '|'.join(_MONTHS) + r')\b(?:\s+(\d{4}))?', text)
     if match:
         return _month_range(_MONTHS.index(match.group(1)) + 1, match.group(2), now)
+    found = _last_or_this_month(query, now)
+    if found is not None:
+        return found
     match = re.search(r'\b(?:in|during)\s+((?:19|20)\d{2})\b', text)
     if match:
         year = int(match.group(1))
@@ -223,6 +227,39 @@ def _month_range(month: int, year: str | None, now: datetime) -> TimeRange:
     """The month (of `year`, else the latest one up to `now`), a day's slack on each side."""
     start = _month_start(int(year) if year else (now.year if month <= now.month else now.year - 1), month)
     return TimeRange(start - timedelta(days=1), _next_month(start) + timedelta(days=1))
+
+
+_LAST_OR_THIS_MONTH: Final = re.compile(
+    r'\b(last|this)\s+(' + '|'.join(_MONTHS) + r')\b(?:\s+((?:19|20)\d{2})\b)?', re.IGNORECASE
+)
+_AFTER_THE_MONTH: Final = frozenset(
+    (
+        'about', 'after', 'and', 'because', 'before', 'but', 'during', 'from', 'on', 'since', 'than', 'that', 'to',
+        'until', 'was', 'were', 'when', 'where', 'while', 'with',
+    )
+)  # fmt: skip
+"""Words that follow the month May ("last may, when ...", "last may was") but not the verb ("this may be", "the last
+may have", "this may in fact", "this may or may not"), which a verb, an adverb or a phrase like those follows."""
+
+
+def _last_or_this_month(query: str, now: datetime) -> TimeRange | None:
+    """`last May` (the latest May before this month: said in May, a year ago) or `this May` (May of this year).
+
+    "may" is also a verb: lower-case, it counts as the month only at the end of a clause, before a year, or before
+    a word that cannot follow the verb (`_AFTER_THE_MONTH`), so "this may be the cause" names no time.
+    """
+    for match in _LAST_OR_THIS_MONTH.finditer(query):
+        which, name, year = match.group(1).lower(), match.group(2), match.group(3)
+        if name.lower() == 'may' and name != 'May' and year is None:
+            following = re.match(r"\s*([^\W\d_][\w']*)", query[match.end() :])
+            if following is not None and following.group(1).lower() not in _AFTER_THE_MONTH:
+                continue
+        month = _MONTHS.index(name.lower()) + 1
+        if year is None:
+            year = str(now.year if which == 'this' or month < now.month else now.year - 1)
+        start = _month_start(int(year), month)
+        return TimeRange(start - timedelta(days=1), _next_month(start) + timedelta(days=1))
+    return None
 
 
 def _last_range(unit: str, now: datetime) -> TimeRange:

@@ -19,6 +19,7 @@ __all__ = (
     'ReadOnlyViolationError',
     'ScopeViolationError',
     'StoreBusyError',
+    'StoreCorruptError',
     'StoreError',
     'StoreTimeoutError',
     'StoreUnavailableError',
@@ -41,6 +42,16 @@ class StoreUnavailableError(StoreError):
 
 class StoreBusyError(StoreUnavailableError):
     """Another writer held the store's lock for longer than the bounded wait."""
+
+
+class StoreCorruptError(StoreUnavailableError):
+    """The store's file is damaged: the database engine reports it malformed (a zeroed or overwritten page), not a
+    database at all, or a record the store wrote no longer decodes. `verify` reports it as a failed check."""
+
+    def __init__(self, message: str, *, path: str) -> None:
+        super().__init__(message)
+        self.path = path
+        """The damaged file."""
 
 
 class StoreTimeoutError(StoreUnavailableError):

@@ -1163,6 +1163,11 @@ class Neo4jStore:
 
     # integrity reads (issue 8: `mementograph verify`)
 
+    def check_storage(self) -> tuple[str, ...]:
+        """`GraphStore.check_storage` on Neo4j: nothing a client can run (the server checks its store files itself,
+        and `neo4j-admin database check` runs on a stopped database)."""
+        return ()
+
     def scan_blocks(
         self, *, namespace: str = DEFAULT_NAMESPACE, session_id: str | None = None, after: str = '', limit: int = 256
     ) -> list[BlockRecord]:

@@ -281,6 +281,12 @@ class GraphStore(Protocol):
         """The `NEXT`, `IN_SESSION`, `SUMMARIZES` and `CONTAINS` edges of a scope as stored, for integrity checks."""
         ...
 
+    def check_storage(self) -> tuple[str, ...]:
+        """What the database engine finds wrong in its own storage (SQLite: `PRAGMA integrity_check`), as lines of
+        its words; `()` when it finds nothing, or has no check a client can run (Neo4j's is an offline admin
+        command). Raises `StoreCorruptError` when the storage is too damaged to check."""
+        ...
+
     def delete_session(self, session_id: str, *, namespace: str = DEFAULT_NAMESPACE) -> int:
         """Delete everything of a session; returns how many records went."""
         ...

@@ -11,6 +11,7 @@ import json
 import logging
 import os
 import re
+import shutil
 import sqlite3
 import threading
 import time
@@ -55,6 +56,7 @@ from ._base import (
 from ._errors import (
     MementoNotFoundError,
     StoreBusyError,
+    StoreCorruptError,
     StoreError,
     StoreUnavailableError,
     UnsupportedQueryError,
@@ -76,6 +78,16 @@ block ids in `blocks_scope`), format 7 files (Chinese and Japanese text indexed 
 (no `pairs` column in the full-text index) and format 9 files (the memory tools' calls and answers indexed with
 their blocks) are migrated in place at open."""
 DEFAULT_BUSY_TIMEOUT: Final = 5.0
+
+_CORRUPT_CODES: Final = frozenset({sqlite3.SQLITE_CORRUPT, sqlite3.SQLITE_NOTADB})
+"""SQLite's primary result codes for a damaged file: "database disk image is malformed", "file is not a database"."""
+
+_DISK_ALMOST_FULL: Final = 1 << 20
+"""Free bytes under which a failed SQLite write is put down to a full disk: SQLite reports running out of space as
+`SQLITE_FULL` on a page write, but as a bare "disk I/O error" when it grows the `-shm` file at open or syncs."""
+
+_INTEGRITY_FINDINGS: Final = 100
+"""At most this many lines of `PRAGMA integrity_check` in `check_storage`: enough to show what is damaged."""
 
 _WAL_SIZE_LIMIT: Final = 64 * 1024 * 1024
 """Bytes the WAL file is cut back to once it is checkpointed and starts over. A large transaction (the entity
@@ -753,6 +765,12 @@ def _read_only_hint(exc: BaseException) -> str:
     )
 
 
+def _primary_code(exc: BaseException) -> int | None:
+    """The primary SQLite result code of an error SQLite raised (`None` for one raised by Python code)."""
+    code = getattr(exc, 'sqlite_errorcode', None)
+    return code & 0xFF if isinstance(code, int) else None
+
+
 def _stored_bytes(value: object) -> bytes:
     """A block's stored messages as bytes. The column is a BLOB; a file edited by another tool may hold text there
     (read as its UTF-8 bytes) or anything else (read as no bytes), and the sha256 check then says whether it is
@@ -844,6 +862,35 @@ class SqliteStore:
     def _where(self) -> str:
         return 'the in-memory store' if self._path is None else str(self._path)
 
+    def _corrupt(self, message: str, exc: BaseException) -> StoreError:
+        """`StoreCorruptError` when SQLite found the file damaged, else `StoreUnavailableError`, with `message`."""
+        if _primary_code(exc) in _CORRUPT_CODES:
+            return StoreCorruptError(message, path=self._where())
+        return StoreUnavailableError(message)
+
+    def _disk_full(self, exc: BaseException) -> str:
+        """What to add to the message of a failed call when a full disk is why (else ''): SQLite's own words are
+        "database or disk is full" or only "disk I/O error", and neither names the file or says what to do."""
+        code = _primary_code(exc)
+        if self._path is None or code not in (sqlite3.SQLITE_FULL, sqlite3.SQLITE_IOERR):
+            return ''
+        try:
+            free: int | None = shutil.disk_usage(self._path.parent).free
+        except OSError:
+            free = None
+        if free is not None and free < _DISK_ALMOST_FULL:
+            return (
+                f'; the disk holding {self._path} is full ({free:,} bytes free): free space on it, or move the store '
+                'to another disk, and retry'
+            )
+        if code == sqlite3.SQLITE_FULL:
+            now = '' if free is None else f' ({free:,} bytes free now)'
+            return (
+                f'; the disk holding {self._path} was full{now}, or the file reached its page limit (PRAGMA '
+                'max_page_count): free space on it and retry'
+            )
+        return ''
+
     def _connect(self) -> sqlite3.Connection:
         if self._path is None:
             target = ':memory:'
@@ -866,6 +913,8 @@ class SqliteStore:
             conn.close()
             if 'locked' in str(exc) or 'busy' in str(exc):
                 raise StoreBusyError(self._busy_message()) from exc
+            if full := self._disk_full(exc):
+                raise StoreUnavailableError(f'cannot use {self._where()}: {exc}{full}') from exc
             if self._path is not None and not os.access(self._path.parent, os.W_OK):
                 raise StoreUnavailableError(
                     f'cannot use {self._where()}: {exc}; the store writes its -wal and -shm files beside the database '
@@ -877,9 +926,10 @@ class SqliteStore:
             raise
         except sqlite3.DatabaseError as exc:
             conn.close()
-            raise StoreUnavailableError(
+            raise self._corrupt(
                 f'{self._where()} is not a mementograph SQLite database, or it is corrupt ({exc}); '
-                'move it aside or choose another --store'
+                'move it aside or choose another --store',
+                exc,
             ) from exc
         return conn
 
@@ -994,11 +1044,11 @@ class SqliteStore:
         except sqlite3.OperationalError as exc:
             if 'locked' in str(exc) or 'busy' in str(exc):
                 raise StoreBusyError(self._busy_message()) from exc
-            raise StoreUnavailableError(f'reading {self._where()} failed: {exc}') from exc
+            raise StoreUnavailableError(f'reading {self._where()} failed: {exc}{self._disk_full(exc)}') from exc
         except sqlite3.ProgrammingError as exc:  # a misuse, e.g. a closed store: not the file's fault
             raise StoreUnavailableError(f'reading {self._where()} failed: {exc}') from exc
         except sqlite3.DatabaseError as exc:
-            raise StoreUnavailableError(f'{self._where()} is corrupt or unreadable: {exc}') from exc
+            raise self._corrupt(f'{self._where()} is corrupt or unreadable: {exc}', exc) from exc
 
     @contextmanager
     def _search(self) -> Iterator[sqlite3.Connection]:
@@ -1060,7 +1110,9 @@ class SqliteStore:
             except sqlite3.OperationalError as exc:
                 if 'locked' in str(exc) or 'busy' in str(exc):
                     raise StoreBusyError(self._busy_message()) from exc
-                raise StoreUnavailableError(f'cannot write {self._where()}: {exc}{_read_only_hint(exc)}') from exc
+                raise StoreUnavailableError(
+                    f'cannot write {self._where()}: {exc}{_read_only_hint(exc)}{self._disk_full(exc)}'
+                ) from exc
             try:
                 yield conn
                 conn.execute('COMMIT')
@@ -1072,8 +1124,10 @@ class SqliteStore:
                 if isinstance(exc, sqlite3.OperationalError) and ('locked' in str(exc) or 'busy' in str(exc)):
                     raise StoreBusyError(self._busy_message()) from exc
                 if isinstance(exc, sqlite3.Error):
-                    raise StoreUnavailableError(
-                        f'writing {self._where()} failed, nothing was written: {exc}{_read_only_hint(exc)}'
+                    raise self._corrupt(
+                        f'writing {self._where()} failed, nothing was written: '
+                        f'{exc}{_read_only_hint(exc)}{self._disk_full(exc)}',
+                        exc,
                     ) from exc
                 raise
 
@@ -1309,6 +1363,17 @@ class SqliteStore:
 
     # -- reads ------------------------------------------------------------------------------------------------
 
+    def _stored_json(self, value: object, what: str) -> Any:
+        """A JSON column the store wrote: one that no longer decodes was damaged on the disk (a zeroed overflow
+        page reads back as NUL bytes, which SQLite cannot tell from data)."""
+        try:
+            return json.loads(value)  # type: ignore[arg-type]
+        except (TypeError, ValueError) as exc:
+            raise StoreCorruptError(
+                f'{self._where()} is corrupt: a value it stored ({what}) no longer decodes: {exc}',
+                path=self._where(),
+            ) from exc
+
     def read_events(
         self, session_id: str, *, namespace: str = DEFAULT_NAMESPACE, since_seq: int = 0
     ) -> list[SessionEvent]:
@@ -1326,7 +1391,7 @@ class SqliteStore:
                 payload=bytes(row['payload']),
                 sha256=row['sha256'],
                 message_index=row['message_index'],
-                block_ids=tuple(json.loads(row['block_ids_json'])),
+                block_ids=tuple(self._stored_json(row['block_ids_json'], f'the block ids of event {row["seq"]}')),
                 created_at=row['created_at'],
             )
             for row in rows
@@ -1374,7 +1439,7 @@ class SqliteStore:
                 namespace=row['namespace'],
                 text=row['text'],
                 tokens=row['tokens'],
-                summarizes=tuple(json.loads(row['summarizes_json'])),
+                summarizes=tuple(self._stored_json(row['summarizes_json'], f'what memento {row["id"]} summarizes')),
                 score=row['score'],
                 verified=bool(row['verified']),
                 iterations=row['iterations'],
@@ -1500,7 +1565,10 @@ class SqliteStore:
         members = {
             row['id']: [
                 block_id
-                for block_id, _ in sorted(json.loads(row['members_json']).items(), key=lambda item: (item[1], item[0]))
+                for block_id, _ in sorted(
+                    self._stored_json(row['members_json'], f'the blocks of page {row["id"]}').items(),
+                    key=lambda item: (item[1], item[0]),
+                )
             ]
             for row in rows
         }
@@ -1513,7 +1581,7 @@ class SqliteStore:
                 first_turn=row['first_turn'],
                 last_turn=row['last_turn'],
                 summary=row['summary'],
-                topics=tuple(json.loads(row['topics_json'])),
+                topics=tuple(self._stored_json(row['topics_json'], f'the topics of page {row["id"]}')),
                 block_ids=tuple(members[row['id']]),
             )
             for row in rows
@@ -2259,6 +2327,33 @@ class SqliteStore:
 
     # -- integrity reads (issue 8: `mementograph verify`) ----------------------------------------------------------
 
+    def check_storage(self) -> tuple[str, ...]:
+        """`GraphStore.check_storage` on SQLite: `PRAGMA integrity_check` (every b-tree page, the free list, each
+        index against its table), its first findings. It finds a damaged page no other read of `verify` touches
+        (the full-text index's, an index's); a zeroed overflow page of a value it cannot see, as SQLite keeps no
+        checksums: that one shows as a block or log message failing its sha256, or a record that does not decode.
+
+        Raises:
+            StoreCorruptError: the file is too damaged to check (its first page, the schema, a page both checks
+                stop at).
+        """
+        failed: StoreCorruptError | None = None
+        # the full check also reads the row of every index entry, and stops at the first page it cannot read; the
+        # quick one checks each page alone, so it still names the damaged one
+        for pragma in ('integrity_check', 'quick_check'):
+            try:
+                with self._read() as conn:
+                    rows = conn.execute(f'PRAGMA {pragma}({_INTEGRITY_FINDINGS})').fetchall()
+            except StoreCorruptError as exc:
+                failed = exc
+                continue
+            found = tuple(
+                line for row in rows for line in str(row[0]).splitlines() if line and not line.startswith('***')
+            )
+            return () if found == ('ok',) else found
+        assert failed is not None
+        raise failed
+
     def scan_blocks(
         self, *, namespace: str = DEFAULT_NAMESPACE, session_id: str | None = None, after: str = '', limit: int = 256
     ) -> list[BlockRecord]:
@@ -2325,7 +2420,7 @@ class SqliteStore:
             MementoLink(id=row['id'], session_id=row['session_id'], level=row['level'], summarizes=targets,
                         targets=targets)
             for row in memento_rows
-            for targets in [tuple(json.loads(row['summarizes_json']))]
+            for targets in [tuple(self._stored_json(row['summarizes_json'], f'what memento {row["id"]} summarizes'))]
         )  # fmt: skip
         pages = tuple(
             PageLink(

@@ -2,9 +2,9 @@
 
 The promise is that every evicted block comes back byte for byte; recovery checks one block's sha256 when it is
 read, `verify_store` checks all of them ahead of need, and the links that make them findable: the memento that
-stands in for each block, the session order (`NEXT`) and the paged index. It only reads, through two protocol
-reads: `scan_blocks` (bytes, page by page, so memory stays bounded at any archive size) and `graph_links` (the
-edges without bytes or text).
+stands in for each block, the session order (`NEXT`) and the paged index. It only reads, through three protocol
+reads: `check_storage` (the database engine's own check of its files), `scan_blocks` (bytes, page by page, so
+memory stays bounded at any archive size) and `graph_links` (the edges without bytes or text).
 """
 
 from __future__ import annotations
@@ -15,6 +15,7 @@ from dataclasses import dataclass
 from typing import Final
 
 from .._schema import DEFAULT_NAMESPACE, BlockRecord
+from ._errors import StoreCorruptError
 from ._protocol import BlockLink, GraphLinks, GraphStore, MementoLink, PageLink
 
 __all__ = ('PROBLEM_KINDS', 'VerifyProblem', 'VerifyReport', 'verify_store')
@@ -23,6 +24,7 @@ SCAN_BATCH: Final = 256
 """Blocks read per `scan_blocks` page: a few MB of messages at a time, whatever the archive holds."""
 
 PROBLEM_KINDS: Final = (
+    'corrupt_file',
     'hash_mismatch',
     'undecodable_block',
     'missing_summarizes',
@@ -37,6 +39,9 @@ PROBLEM_KINDS: Final = (
 )
 """Every `VerifyProblem.kind`:
 
+- `corrupt_file`: the database engine finds its storage damaged (SQLite: a page `PRAGMA integrity_check` faults,
+  a file it cannot read, a record that no longer decodes); the subject is the store's URI, which names the file.
+  When the damage stops a read, the checks after it are not run, so other problems may go unreported;
 - `hash_mismatch`: a block's bytes no longer hash to its stored sha256 (recovery would refuse it);
 - `undecodable_block`: the bytes match the hash but are not pydantic-ai messages;
 - `missing_summarizes`: a block (kind `block`) no memento stands in for, or a memento without the `SUMMARIZES`
@@ -90,20 +95,63 @@ def verify_store(
     Why both reads: a hash proves a block's bytes, but a block no memento points at, or that the chain skips, is
     one the agent can no longer find; a problem of either kind means the archive no longer keeps its promise.
 
+    A damaged file (`StoreCorruptError` from a read) is a problem in the data too: it is reported as
+    `corrupt_file`, with what was checked before the read that met it.
+
     Raises:
         StoreError: the store could not be read (a problem *in* the data is reported, never raised).
     """
     problems: list[VerifyProblem] = []
-    blocks_checked = 0
+    checked = _Checked()
+    try:
+        findings = store.check_storage()
+    except StoreCorruptError as exc:
+        findings = (str(exc),)
+    if findings:
+        problems.append(
+            VerifyProblem(
+                'corrupt_file', store.uri, '', f'the database engine finds its file damaged: {"; ".join(findings)}'
+            )
+        )
+    try:  # the reads below may still work around a damaged page, and find what else does not hold
+        problems += _verify(store, namespace, session_id, checked)
+    except StoreCorruptError as exc:
+        problems.append(
+            VerifyProblem('corrupt_file', store.uri, '', f'{exc} (the checks after this read were not run)')
+        )
+    return VerifyReport(
+        ok=not problems,
+        blocks_checked=checked.blocks,
+        mementos_checked=checked.mementos,
+        pages_checked=checked.pages,
+        sessions_checked=checked.sessions,
+        problems=tuple(problems),
+    )
+
+
+@dataclass
+class _Checked:
+    """What `_verify` checked so far: kept when a damaged read stops it, so the report says what was done."""
+
+    blocks: int = 0
+    mementos: int = 0
+    pages: int = 0
+    sessions: int = 0
+
+
+def _verify(store: GraphStore, namespace: str, session_id: str | None, checked: _Checked) -> list[VerifyProblem]:
+    """Every check but the engine's own."""
+    problems: list[VerifyProblem] = []
     seen_sessions: set[str] = set()
     for record in _scan(store, namespace, session_id):
-        blocks_checked += 1
+        checked.blocks += 1
         seen_sessions.add(record.session_id)
         problem = _check_bytes(record)
         if problem is not None:
             problems.append(problem)
 
     links = store.graph_links(namespace=namespace, session_id=session_id)
+    checked.mementos, checked.pages = len(links.mementos), len(links.pages)
     recorded = {s.id for s in store.list_sessions(namespace=namespace)}
     if session_id is not None:
         recorded &= {session_id}
@@ -114,16 +162,10 @@ def verify_store(
         | {m.session_id for m in links.mementos}
         | {p.session_id for p in links.pages}
     )
+    checked.sessions = len(sessions)
     problems += _check_links(links, recorded)
     problems += [problem for session in sorted(recorded) for problem in _check_log(store, namespace, session)]
-    return VerifyReport(
-        ok=not problems,
-        blocks_checked=blocks_checked,
-        mementos_checked=len(links.mementos),
-        pages_checked=len(links.pages),
-        sessions_checked=len(sessions),
-        problems=tuple(problems),
-    )
+    return problems
 
 
 def _scan(store: GraphStore, namespace: str, session_id: str | None) -> Iterable[BlockRecord]:
