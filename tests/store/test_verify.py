@@ -594,3 +594,25 @@ def test_a_stored_value_that_no_longer_decodes_is_a_corrupt_file(tmp_path: Path)
         store.close()
     assert [p.kind for p in report.problems] == ['corrupt_file']
     assert 'no longer decodes' in report.problems[0].detail and report.blocks_checked > 0
+
+
+def test_skip_file_check_leaves_out_the_engines_check_only(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
+    """`--skip-file-check` saves reading every page of a large file (minutes at 100k blocks): a damaged page only
+    that check reads then passes, while a page a block check reads still fails."""
+    path, page_size = _archive_file(tmp_path)
+    store = open_store(f'sqlite://{path}')
+    try:
+        assert store.search_text('pytest')
+    finally:
+        store.close()
+    with closing(sqlite3.connect(path)) as conn:
+        conn.execute('PRAGMA wal_checkpoint(TRUNCATE)').fetchall()
+        root = conn.execute("SELECT rootpage FROM sqlite_master WHERE name = 'text_fts_data'").fetchone()[0]
+    _zero_page(path, page_size, root)
+    uri = f'sqlite://{path}'
+
+    assert main(['verify', '--store', uri, '--skip-file-check']) == 0
+    assert main(['verify', '--store', uri]) == 4
+    assert f'corrupt_file  {uri}: ' in capsys.readouterr().out
+    _zero_page(path, page_size, _root_page('events')(path, page_size))
+    assert main(['verify', '--store', uri, '--skip-file-check']) == 4

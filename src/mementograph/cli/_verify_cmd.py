@@ -49,7 +49,9 @@ def _verify_text(report: VerifyReport, uri: str, namespace: str, session_id: str
 def _verify(args: argparse.Namespace) -> int:
     try:
         with store_from(args) as store:
-            report = verify_store(store, namespace=args.namespace, session_id=args.session)
+            report = verify_store(
+                store, namespace=args.namespace, session_id=args.session, check_storage=not args.skip_file_check
+            )
             uri = store.uri
     except StoreCorruptError as exc:  # too damaged to open: the check failed, as for a damaged page found later
         uri = resolve_store_uri(args.store)
@@ -129,6 +131,11 @@ def register(commands: argparse._SubParsersAction[argparse.ArgumentParser]) -> N
     )
     add_store_options(verify)
     verify.add_argument('--session', type=non_empty, help='only this session')
+    verify.add_argument(
+        '--skip-file-check',
+        action='store_true',
+        help="leave out SQLite's own check of the whole file (every page: ~3.5 min at 100k blocks, 3.9 GB)",
+    )
     verify.set_defaults(func=_verify)
 
     forget = add_command(commands, 'forget')

@@ -87,7 +87,11 @@ class VerifyReport:
 
 
 def verify_store(
-    store: GraphStore, *, namespace: str = DEFAULT_NAMESPACE, session_id: str | None = None
+    store: GraphStore,
+    *,
+    namespace: str = DEFAULT_NAMESPACE,
+    session_id: str | None = None,
+    check_storage: bool = True,
 ) -> VerifyReport:
     """Check every evicted block's sha256, every memento's `SUMMARIZES`, complete `NEXT` chains, page membership,
     and find orphans, in one namespace (and one session when `session_id` is given). Read-only.
@@ -96,7 +100,9 @@ def verify_store(
     one the agent can no longer find; a problem of either kind means the archive no longer keeps its promise.
 
     A damaged file (`StoreCorruptError` from a read) is a problem in the data too: it is reported as
-    `corrupt_file`, with what was checked before the read that met it.
+    `corrupt_file`, with what was checked before the read that met it. `check_storage` runs the database engine's
+    own check of the whole file first, whatever the scope: it reads every page, about as long again as the other
+    checks (SQLite's `integrity_check` took 207 s on a 3.9 GB file of 100k blocks here, its cache cold).
 
     Raises:
         StoreError: the store could not be read (a problem *in* the data is reported, never raised).
@@ -104,7 +110,7 @@ def verify_store(
     problems: list[VerifyProblem] = []
     checked = _Checked()
     try:
-        findings = store.check_storage()
+        findings = store.check_storage() if check_storage else ()
     except StoreCorruptError as exc:
         findings = (str(exc),)
     if findings:
