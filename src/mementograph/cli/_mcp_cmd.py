@@ -23,6 +23,7 @@ __all__ = ('register',)
 
 
 def _mcp(args: argparse.Namespace) -> int:
+    check_store_vectors(args)  # before the SDK loads: a bad argument is refused at once
     # Imported here: the MCP SDK (starlette, uvicorn) adds a second to start-up, which no other command should pay.
     from ..mcp import DEFAULT_HOST, DEFAULT_PORT, MCP_PATH, TOKEN_ENV, create_server, is_loopback, run_http, run_stdio
 
@@ -35,7 +36,6 @@ def _mcp(args: argparse.Namespace) -> int:
         if given:
             verb = 'applies' if len(given) == 1 else 'apply'
             raise CliError(f'{", ".join(given)} only {verb} with --http (stdio needs no address or token)', code=2)
-    check_store_vectors(args)
     host = (args.host or DEFAULT_HOST).strip()
     port = DEFAULT_PORT if args.port is None else args.port
     token = args.token or os.environ.get(TOKEN_ENV) or None
