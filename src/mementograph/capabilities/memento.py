@@ -273,6 +273,14 @@ class MementoCompaction(AbstractCapability[AgentDepsT]):
     judge: Judge | Literal['default'] | None = 'default'
     """Judge of mementos; `'default'` is the deterministic rubric. `None` stores every memento unverified."""
 
+    compress_timeout: float | None = 120.0
+    """Longest wait, in seconds, for one block's memento: its compression and judging, refinements included (a
+    model that never answers would otherwise hold the run for good). Past it the compression is cancelled and
+    counts as failed, as a compressor that raises: nothing is evicted, the run continues with its full context, a
+    `MementoWarning` and a `MementoSkippedEvent` say why, and after 3 such failures on one block the extractive
+    compressor and the rubric judge (no model) write its memento. A late answer is dropped. `None` waits as long as
+    the compressor takes."""
+
     encoding: str | None = None
     """tiktoken encoding, or `'estimate'`; `None`: `$MEMENTOGRAPH_ENCODING`, else one from the model name
     (`o200k_base` for most)."""
@@ -342,7 +350,7 @@ class MementoCompaction(AbstractCapability[AgentDepsT]):
     def __post_init__(self) -> None:
         # a spec gives strings as easily as numbers: '0.5' would fail in a comparison, 'false' would count as True
         numbers = ('max_fraction', 'low_water', 'memento_share', 'conversation_memento_share', 'hard_limit_fraction')
-        for name in (*numbers, 'store_timeout'):
+        for name in (*numbers, 'store_timeout', 'compress_timeout'):
             value = getattr(self, name)
             if value is not None and not _is_number(value):
                 raise TypeError(f'{name} must be a number, not {value!r}')
@@ -374,6 +382,10 @@ class MementoCompaction(AbstractCapability[AgentDepsT]):
                 'is under 1 token; raise context_window or max_fraction, or set max_tokens'
             )
         StoreCalls(self.store_timeout)  # a bad value fails here, not at the first request
+        if self.compress_timeout is not None and not self.compress_timeout > 0:
+            raise ValueError(
+                f'compress_timeout must be a positive number of seconds or None, not {self.compress_timeout!r}'
+            )
         for name in ('memento_share', 'conversation_memento_share'):  # else every compaction would fail at run time
             if not 0 < getattr(self, name) <= 1:
                 raise ValueError(f'{name} must be in (0, 1]')
@@ -630,6 +642,7 @@ class MementoCompaction(AbstractCapability[AgentDepsT]):
                 redact=self.redact,
                 zone=self._zone,
                 calls=self.store_calls(),
+                compress_timeout=self.compress_timeout,
             )
         elif state.compactor.policy.high_water_tokens != high:
             state.compactor.policy = self._policy(high)
