@@ -43,7 +43,7 @@ from pydantic_ai.tools import AgentDepsT
 from pydantic_ai.toolsets import AbstractToolset
 
 from .._daemon import start_in_daemon_thread
-from .._redact import Redactor, redact_secrets
+from .._redact import RedactionError, Redactor, redact_secrets
 from .._threads import StoreCalls, in_thread
 from .._tokens import ENCODING_ENV, TokenCounter, check_encoding, encoding_for_model
 from ..knowledge_graph import DEFAULT_NAMESPACE
@@ -185,6 +185,10 @@ class _RunState:
     history: list[ModelMessage] | None = None
     """The run's own history list (`ctx.messages` of its requests), which pydantic-ai goes on appending to: what a
     failed run did after its last request is read off it."""
+    final: list[ModelMessage] | None = None
+    """The history the run ended with, as last given to the log."""
+    log_error: BaseException | None = None
+    """Why that history could not be queued for the log; reported when the run ends, with how much is missing."""
 
 
 @dataclass
@@ -264,8 +268,11 @@ class MementoCompaction(AbstractCapability[AgentDepsT]):
     instructions, text, tool call arguments, tool returns, metadata, textual attachments), and, derived from those,
     mementos, entities and pages. Pass `redact_secrets` for common secrets or your own `str -> str` function (it
     must be deterministic). The archive holds the redacted version, hashed as such, so `recover_block` returns the
-    redacted text byte for byte; the live context is left as it is. A hook that raises means no eviction and a
-    `MementoWarning`: nothing is archived unredacted."""
+    redacted text byte for byte; the live context is left as it is. A hook that raises means no eviction and one
+    `MementoWarning` a run naming its error (a `MementoSkippedEvent` at each request): nothing is archived
+    unredacted. The messages before the one it fails on are logged; that one and the later ones wait, in order,
+    and are tried again at every request and at the run's end (where a warning says how many are still missing);
+    a run continuing the session (`message_history`) logs them once the hook takes them."""
 
     compressor: Compressor | None = None
     """Memento compressor; `None` is the extractive one (no LLM). Pass `LLMCompressor(model)` for an LLM."""
@@ -733,11 +740,14 @@ class MementoCompaction(AbstractCapability[AgentDepsT]):
         return new
 
     async def _skipped(self, ctx: RunContext[AgentDepsT], reason: str, *, error: BaseException | None = None) -> None:
+        key = reason
+        if isinstance(error, RedactionError):  # one warning a run, whatever message the hook fails on
+            reason, key = self._redaction_failed(error), _REDACT_FAILED
         # a hang was warned about when it began, and a lasting failure at its first skip of the run
-        if (isinstance(error, StoreTimeoutError) and not error.waited) or reason in self._state.warned:
+        if (isinstance(error, StoreTimeoutError) and not error.waited) or key in self._state.warned:
             logger.info('mementograph: %s; continuing with the full context', reason)
         else:
-            self._state.warned.add(reason)
+            self._state.warned.add(key)
             logger.warning('mementograph: %s; continuing with the full context', reason)
             warnings.warn(f'mementograph: {reason}; continuing with the full context', MementoWarning, stacklevel=2)
         try:
@@ -750,6 +760,19 @@ class MementoCompaction(AbstractCapability[AgentDepsT]):
             )
         except Exception:  # an event sink failing must not break the run either
             logger.exception('mementograph: could not emit the skipped event')
+
+    def _redaction_failed(self, error: RedactionError) -> str:
+        compactor = self._state.compactor
+        waiting = 0 if compactor is None else compactor.log_waiting()
+        held = (
+            ''
+            if not waiting
+            else (
+                f'; {_messages(waiting)} {"waits" if waiting == 1 else "wait"} for the session log, tried again at every '
+                'request and at the end of the run'
+            )
+        )
+        return f'{error} (nothing is written unredacted, and nothing is evicted while it fails{held})'
 
     async def wrap_run(self, ctx: RunContext[AgentDepsT], *, handler: WrapRunHandler) -> AgentRunResult[Any]:
         """Log what arrived after the last model request (the final answer), and make the whole log durable
@@ -770,11 +793,12 @@ class MementoCompaction(AbstractCapability[AgentDepsT]):
 
     async def _log_final(self, messages: list[ModelMessage], ctx: RunContext[AgentDepsT]) -> None:
         """Queue the messages the log does not hold yet; even while the store hangs, they are queued (and written
-        if it answers before the process ends)."""
+        if it answers before the process ends). A failure is reported at the run's end, with what is missing."""
+        self._state.final = messages
         try:
             await self._logging_compactor(ctx, messages)
         except Exception as exc:
-            _log_incomplete(exc)
+            self._state.log_error = exc
 
     async def _log_failed_run(self, ctx: RunContext[AgentDepsT]) -> None:
         """Queue what a failed (or cancelled) run added after its last model request (tool results, a response).
@@ -782,15 +806,17 @@ class MementoCompaction(AbstractCapability[AgentDepsT]):
         state = self._state
         if state.compactor is None or state.history is None or state.run_id != ctx.run_id:
             return
+        state.final = list(state.history)
         try:
-            await state.compactor.log(list(state.history))
+            await state.compactor.log(state.final)
         except BaseException as exc:  # a second cancellation, a store failing: the run's own error is what rises
-            _log_incomplete(exc)
+            state.log_error = exc
 
     def _end_run(self) -> None:
         state = self._state
         compactor = state.compactor
         in_flight: Future[None] | None = None  # a log append the delete must not overtake
+        error = state.log_error
         if compactor is not None:  # the log goes with the run unless permanent: stop its writer first
             try:
                 if self.retention == 'run':
@@ -798,7 +824,9 @@ class MementoCompaction(AbstractCapability[AgentDepsT]):
                 else:
                     compactor.close()
             except Exception as exc:
-                _log_incomplete(exc)
+                error = exc
+        if error is not None:
+            self._log_incomplete(error, compactor)
         if self.retention == 'run' and compactor is not None:
             reason = f'could not delete session {compactor.session_id!r} at the end of the run (retention=run)'
             busy = self.store_calls().busy()
@@ -815,6 +843,32 @@ class MementoCompaction(AbstractCapability[AgentDepsT]):
                 scratch.close()
             except Exception:  # an in-memory database; nothing to lose
                 logger.debug('mementograph: closing the run store failed', exc_info=True)
+
+    def _log_incomplete(self, error: BaseException, compactor: SessionCompactor | None) -> None:
+        """One warning at the run's end: how many messages the session log is missing, why, and what becomes of
+        them."""
+        state = self._state
+        messages = state.final or state.history or []
+        count, exact = len(messages), False
+        if compactor is not None:
+            with contextlib.suppress(Exception):  # a count that cannot be made leaves the upper bound
+                count, exact = compactor.unlogged(messages)
+        if isinstance(error, RedactionError) and _REDACT_FAILED in state.warned:
+            why = 'the redact hook fails on the first of them, as warned; nothing was written unredacted'
+        else:
+            why = f'{type(error).__name__}: {error}'
+        whose = '' if compactor is None else f' of session {compactor.session_id!r}'
+        message = f'could not complete the session log{whose}'
+        if count or not exact:
+            missing = _messages(count) if exact else f'up to {_messages(count)}'
+            message += (
+                f": {missing} not in it yet ({why}); they are in the run's result, and a run that continues the "
+                'session (message_history) logs them'
+            )
+        else:
+            message += f' ({why})'
+        logger.warning('mementograph: %s', message)
+        warnings.warn(f'mementograph: {message}', MementoWarning, stacklevel=3)
 
     def _delete_session(self, compactor: SessionCompactor, in_flight: Future[None] | None) -> None:
         """Delete the run's session once the log's last append has returned, waiting at most `store_timeout`."""
@@ -900,9 +954,12 @@ def _report_late_delete(session_id: str, deleting: Future[None]) -> None:
         )  # fmt: skip
 
 
-def _log_incomplete(exc: BaseException) -> None:
-    logger.warning('mementograph: could not complete the session log: %s: %s', type(exc).__name__, exc)
-    warnings.warn(f'mementograph: could not complete the session log: {exc}', MementoWarning, stacklevel=3)
+_REDACT_FAILED: Final = 'the redact hook failed'
+"""The key of every redaction failure among the reasons a run has warned about (each message's may differ)."""
+
+
+def _messages(count: int) -> str:
+    return f'{count} message' if count == 1 else f'{count} messages'
 
 
 _INDEX_NAME = 'memory_index'
