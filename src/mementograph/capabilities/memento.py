@@ -762,17 +762,15 @@ class MementoCompaction(AbstractCapability[AgentDepsT]):
             logger.exception('mementograph: could not emit the skipped event')
 
     def _redaction_failed(self, error: RedactionError) -> str:
+        """The reason a failing hook gives: its error, and what waits for the session log meanwhile."""
         compactor = self._state.compactor
         waiting = 0 if compactor is None else compactor.log_waiting()
-        held = (
-            ''
-            if not waiting
-            else (
-                f'; {_messages(waiting)} {"waits" if waiting == 1 else "wait"} for the session log, tried again at every '
-                'request and at the end of the run'
-            )
-        )
-        return f'{error} (nothing is written unredacted, and nothing is evicted while it fails{held})'
+        reason = f'{error} (nothing is written unredacted, and nothing is evicted while it fails'
+        if waiting:
+            verb = 'waits' if waiting == 1 else 'wait'
+            reason += f'; {_messages(waiting)} {verb} for the session log, tried again at every request and at the '
+            reason += 'end of the run'
+        return reason + ')'
 
     async def wrap_run(self, ctx: RunContext[AgentDepsT], *, handler: WrapRunHandler) -> AgentRunResult[Any]:
         """Log what arrived after the last model request (the final answer), and make the whole log durable
