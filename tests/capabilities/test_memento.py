@@ -539,6 +539,8 @@ def test_create_agent_has_memento_on_by_default(store: GraphStore) -> None:
         ({'min_saving_tokens': -1}, '^min_saving_tokens must be'),
         ({'micro_min_tokens': 2.5}, '^micro_min_tokens must be'),
         ({'hard_limit_fraction': 2}, r'^hard_limit_fraction must be in \(0, 1\]'),
+        ({'compress_timeout': 0}, '^compress_timeout must be a positive number of seconds or None, not 0'),
+        ({'compress_timeout': '60'}, "^compress_timeout must be a number, not '60'"),
         ({'session_id': 123}, '^session_id must be a non-empty str, not 123'),
         ({'session_id': ' '}, '^session_id must be a non-empty str'),
         ({'namespace': ''}, '^namespace must be a non-empty str'),
@@ -683,10 +685,16 @@ async def test_spans_events_and_usage_are_observable(store: GraphStore) -> None:
 
 
 async def test_model_is_told_when_context_stays_near_the_hard_limit(store: GraphStore) -> None:
-    # Nothing can be evicted (a broken compressor), so the context grows past 95% of a tiny window.
+    # Nothing can be evicted (a broken compressor, then no eviction saves enough), so the context grows past 95% of
+    # a tiny window.
     model = ScriptedModel(steps=4)
     capability = MementoCompaction(
-        store, max_tokens=500, context_window=900, compressor=ExplodingCompressor(), micro_min_tokens=10**9
+        store,
+        max_tokens=500,
+        context_window=900,
+        compressor=ExplodingCompressor(),
+        micro_min_tokens=10**9,
+        min_saving_tokens=10**9,
     )
     with pytest.warns(MementoWarning):
         result = await scripted_agent(model, [capability]).run('Go.')

@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from datetime import UTC, datetime, timedelta
+from datetime import UTC, datetime, timedelta, timezone
 from pathlib import Path
 
 import pytest
@@ -319,6 +319,45 @@ def test_same_ranking_on_every_backend(filled: tuple[GraphStore, str], ingested:
             assert len(hits) == min(3, len(expected))
     finally:
         reference.close()
+
+
+@pytest.mark.parametrize(
+    'now',
+    [
+        datetime.min.replace(tzinfo=UTC),
+        datetime.max.replace(tzinfo=UTC),
+        datetime.min.replace(tzinfo=timezone(timedelta(hours=5))),
+        datetime.max.replace(tzinfo=timezone(timedelta(hours=-5))),
+    ],
+    ids=['min', 'max', 'min+05', 'max-05'],
+)
+def test_a_time_at_either_end_of_the_calendar_is_a_time_like_any_other(
+    filled: tuple[GraphStore, str], now: datetime
+) -> None:
+    """A query's relative time read against `datetime.min` or `max` (a message's timestamp, a caller's `now`): every
+    range that would reach past the calendar is open at that end, or no range, never `OverflowError`."""
+    backend, namespace = filled
+    for query in (
+        'What did Caroline do yesterday?',
+        'adoption agencies today',
+        'Caroline in March',
+        'camping last month',
+        'painting three years ago',
+        'support group in the past 2 weeks',
+        'Was hat Caroline vor 3 Tagen gemacht?',
+    ):
+        hits = recall(backend, query, 3, namespace=namespace, session_id='conv-1', now=now)
+        assert hits, query  # a range prefers, it never excludes
+    everything = rank_blocks(backend, 'Caroline', namespace=namespace, session_id='conv-1')
+    bounded = rank_blocks(
+        backend,
+        'Caroline',
+        namespace=namespace,
+        session_id='conv-1',
+        since=now.replace(year=1, month=1, day=1),
+        until=datetime.max.replace(tzinfo=UTC),
+    )
+    assert [b.block_id for b in bounded] == [b.block_id for b in everything]
 
 
 def test_a_preferred_time_range_reorders_without_excluding(store: GraphStore, ingested: IngestedDialogue) -> None:

@@ -203,6 +203,8 @@ async def test_a_run_ending_while_the_store_is_stuck_returns_and_its_log_complet
     finally:
         reader.close()
     assert logged < len(recorder.originals), 'the log was complete while the lock was held'
+    [ending] = [s for s in said if 'could not complete the session log' in s]
+    assert f': {len(recorder.originals) - logged} messages not in it yet (StoreTimeoutError: ' in ending, ending
 
     holder.execute('ROLLBACK')
     _wait_for_log(store, 'ending', unique_namespace, len(recorder.originals))

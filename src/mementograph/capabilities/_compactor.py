@@ -50,9 +50,11 @@ from ..knowledge_graph import (
 from ..knowledge_graph.entities import MentionExtractor
 from ..knowledge_graph.memory import (
     BlockInput,
+    CompressionError,
     ExtractiveCompressor,
     MementoEngine,
     MementoResult,
+    RubricJudge,
     Segment,
     TimeZone,
     is_conversation_memento,
@@ -102,7 +104,11 @@ _MERGE_MAX_SHARE: Final = 0.9
 _PAGE_ATTEMPTS: Final = 5
 """Times an eviction computes its pages and writes when other runs keep paging the session's blocks meanwhile."""
 COMPRESS_ATTEMPTS: Final = 3
-"""Compactions a block's compressor may fail on before the extractive compressor writes its memento."""
+"""Compactions a block's compressor may fail on (or outlast `compress_timeout`) before the extractive compressor
+and the rubric judge, which need no model, write its memento."""
+_CANCEL_GRACE_SECONDS: Final = 1.0
+"""How long a compression past its `compress_timeout` is given to stop once cancelled (an async model call stops at
+once); one blocked in a thread is left to end on its own, its answer dropped."""
 
 logger = logging.getLogger('mementograph')
 
@@ -228,6 +234,9 @@ class SessionCompactor:
     """Whose calendar relative dates in the session's messages mean (`BlockInput.zone`)."""
     calls: StoreCalls = field(default_factory=lambda: StoreCalls(None))
     """How compaction calls the store: in a worker thread, bounded by its timeout (unbounded by default)."""
+    compress_timeout: float | None = None
+    """Longest wait, in seconds, for one memento (its compression and judging, refinements included); past it the
+    compression is cancelled and counts as failed (`None`: unbounded)."""
     _logged_through: int | None = field(default=None, init=False, repr=False)
     _base: int | None = field(default=None, init=False, repr=False)
     """Where this run's history starts in the session's log (`log_base`)."""
@@ -241,6 +250,8 @@ class SessionCompactor:
     plus their attachments' estimates as `TokenCounter` counts them."""
     _seen_position: int = field(default=0, init=False, repr=False)
     _writer: SessionLogWriter | None = field(default=None, init=False, repr=False)
+    _unwritten: int = field(default=0, init=False, repr=False)
+    """Messages the log writer still held when `close` stopped it."""
     _warned_conflict: bool = field(default=False, init=False, repr=False)
     _redactor: MessageRedactor | None = field(default=None, init=False, repr=False)
     """`redact` with a memo shared by the log writer and `archived`: each message is redacted once."""
@@ -259,10 +270,13 @@ class SessionCompactor:
     ones (the same ids: written again, nothing doubles) and never overlap them. Read once a run."""
     _archived_through: int = field(default=-1, init=False, repr=False)
     _warned_fallback: bool = field(default=False, init=False, repr=False)
-    _compress_failures: dict[int, int] = field(default_factory=dict[int, int], init=False, repr=False)
-    """Compressions that failed, per block (its first log position). A failure leaves the block in the context
-    to be tried again; after `COMPRESS_ATTEMPTS` the extractive compressor writes its memento, so one block the
-    compressor will not take (an LLM's refusal) does not keep every later block in the context for good."""
+    _merge_failed: bool = field(default=False, init=False, repr=False)
+    """A merge of this compaction failed: it is not tried again before the next one."""
+    _compress_failures: dict[int | str, int] = field(default_factory=dict[int | str, int], init=False, repr=False)
+    """Compressions that failed or timed out, per block (its first log position) or merge (its oldest memento's
+    id). A failure leaves the block in the context to be tried again; after `COMPRESS_ATTEMPTS` the extractive
+    compressor writes its memento, so one block the compressor will not take (an LLM's refusal, a model that never
+    answers) does not keep every later block in the context for good."""
 
     # -- the live history -----------------------------------------------------------------------------------------
 
@@ -479,10 +493,26 @@ class SessionCompactor:
 
     def close(self) -> None:
         """Flush the log and stop its writer thread (waiting for the store at most `calls.timeout`)."""
+        writer = self._writer
         try:
             self._until_logged(lambda writer: writer.close(self.calls.timeout))
         finally:
             self._writer = None
+            self._unwritten = 0 if writer is None else writer.waiting()
+
+    def log_waiting(self) -> int:
+        """Messages queued for the session log and not yet in it."""
+        return 0 if self._writer is None else self._writer.waiting()
+
+    def unlogged(self, messages: Sequence[ModelMessage]) -> tuple[int, bool]:
+        """How many messages of `messages` (the history this compactor logs) the session log does not hold yet, and
+        whether that count is exact: those queued for it (also after `close`), and those not queued yet. Before
+        where the history starts in the log is known, every original message of it counts: at most that many."""
+        if self._base is None or self._logged_through is None:
+            return sum(1 for slot in layout(messages)[0] if slot.stub is None), False
+        queued = self._unwritten if self._writer is None else self._writer.waiting()
+        through = self._logged_through
+        return queued + sum(1 for s in self.view(messages) if s.stub is None and s.log_index > through), True
 
     def _until_logged(self, finish: Callable[[SessionLogWriter], None]) -> None:
         """`finish(writer)`; after a conflict it meets, `_relog` (which logs everything held) and `finish` again."""
@@ -541,9 +571,10 @@ class SessionCompactor:
             if self._archived_bounds is None:
                 await self.calls(self._bounds)  # once a run, off the loop and bounded like every store read
             current, report = await self._evict(current, tokens, report, low_water)
+        self._merge_failed = False
         current, report = await self._merge(current, report)
         for _ in range(3):  # still over the mark with nothing left to evict: fold mementos further
-            if self.counter.count_messages(current) <= self.policy.high_water_tokens:
+            if self._merge_failed or self.counter.count_messages(current) <= self.policy.high_water_tokens:
                 break
             merged = len(report.merged_memento_ids)
             current, report = await self._merge(current, report, force=True)
@@ -718,22 +749,60 @@ class SessionCompactor:
             parts.append(part)
         return replace(message, parts=parts)
 
-    def _engine_for(self, log_index: int) -> MementoEngine:
-        """The engine, or for a block its compressor failed on `COMPRESS_ATTEMPTS` times, the same engine with the
-        extractive compressor (which needs no model), said in a warning."""
-        if self._compress_failures.get(log_index, 0) < COMPRESS_ATTEMPTS:
+    def _engine_for(self, key: int | str, what: str) -> MementoEngine:
+        """The engine, or for a block (or merge) its compressor failed on `COMPRESS_ATTEMPTS` times, one that needs
+        no model: the extractive compressor and the rubric judge (a judge that never answers would otherwise hang
+        the fallback too), said in a warning."""
+        if self._compress_failures.get(key, 0) < COMPRESS_ATTEMPTS:
             return self.engine
-        if isinstance(self.engine.compressor, ExtractiveCompressor):
+        if isinstance(self.engine.compressor, ExtractiveCompressor) and isinstance(
+            self.engine.judge, RubricJudge | None
+        ):
             return self.engine  # nothing else to fall back on: it is tried again, and warned about again
+        judge = None if self.engine.judge is None else RubricJudge()
         if not self._warned_fallback:
             self._warned_fallback = True
+            judged = '' if judge is None or isinstance(self.engine.judge, RubricJudge) else ', judged by the rubric'
             warnings.warn(
-                f'mementograph: {self.engine.compressor.name} failed {COMPRESS_ATTEMPTS} times on the block at '
-                f'message {log_index}; the extractive compressor writes the mementos of such blocks',
+                f'mementograph: {self.engine.compressor.name} failed {COMPRESS_ATTEMPTS} times on {what}; the '
+                f'extractive compressor writes the mementos of such blocks{judged}',
                 MementoWarning,
                 stacklevel=3,
             )
-        return replace(self.engine, compressor=ExtractiveCompressor())
+        return replace(self.engine, compressor=ExtractiveCompressor(), judge=judge)
+
+    async def _memento(self, engine: MementoEngine, block: BlockInput, key: int | str) -> MementoResult:
+        """`engine.make_memento(block)`, bounded by `compress_timeout`; a failure is counted against `key`.
+
+        Past the bound the compression is cancelled and `CompressionError` raised, as for a compressor that fails:
+        the block stays in the context. Its answer, should one still come (a model call blocked in a thread cannot
+        be stopped), is dropped: nothing but this method reads it, and it has returned.
+        """
+        try:
+            return await self._bounded(engine, block)
+        except Exception:
+            self._compress_failures[key] = self._compress_failures.get(key, 0) + 1
+            raise
+
+    async def _bounded(self, engine: MementoEngine, block: BlockInput) -> MementoResult:
+        timeout = self.compress_timeout
+        if timeout is None:
+            return await engine.make_memento(block)
+        task = asyncio.ensure_future(engine.make_memento(block))
+        try:
+            done, _ = await asyncio.wait({task}, timeout=timeout)
+        except BaseException:  # the compaction is cancelled: so is its compression
+            task.cancel()
+            raise
+        if task in done:
+            return task.result()
+        task.cancel()
+        task.add_done_callback(_drop_outcome)
+        await asyncio.wait({task}, timeout=_CANCEL_GRACE_SECONDS)
+        judge = '' if engine.judge is None else f' and {getattr(engine.judge, "name", type(engine.judge).__name__)}'
+        raise CompressionError(
+            f'{engine.compressor.name}{judge} gave no memento within {timeout:g} s (compress_timeout); cancelled'
+        )
 
     def _originals_of(self, spans: Sequence[Sequence[ModelMessage]]) -> list[list[ModelMessage]]:
         return [self._originals(span) for span in spans]
@@ -853,13 +922,13 @@ class SessionCompactor:
             archives.append((block_messages, text))
             read = text if text.strip() else echo_note(block_messages)
             inputs.append(BlockInput(messages=searchable, text=read, tokens=size, zone=self.zone, max_tokens=room))
-        engines = [self._engine_for(log_index) for _, log_index in chosen]
         outcomes = await asyncio.gather(
-            *(engine.make_memento(b) for engine, b in zip(engines, inputs, strict=True)), return_exceptions=True
+            *(
+                self._memento(self._engine_for(log_index, f'the block at message {log_index}'), b, log_index)
+                for (_, log_index), b in zip(chosen, inputs, strict=True)
+            ),
+            return_exceptions=True,
         )
-        for (_, log_index), outcome in zip(chosen, outcomes, strict=True):
-            if isinstance(outcome, Exception):
-                self._compress_failures[log_index] = self._compress_failures.get(log_index, 0) + 1
         failed = next((i for i, outcome in enumerate(outcomes) if isinstance(outcome, BaseException)), None)
         if failed is not None:
             error = outcomes[failed]
@@ -1078,7 +1147,18 @@ class SessionCompactor:
             merges=texts,
             max_tokens=min(max(room, int(tokens * _MERGE_MIN_SHARE)), int(tokens * _MERGE_MAX_SHARE)),
         )
-        result = await self.engine.make_memento(merged_input)
+        key = f'merge:{infos[0].memento_id}'
+        engine = self._engine_for(key, f'the mementos from message {infos[0].first_message}')
+        try:
+            result = await self._memento(engine, merged_input, key)
+        except Exception as exc:
+            if not report.changed:
+                raise  # nothing done yet: the compaction fails, as with any failing compressor
+            # what this compaction evicted is committed: it stays evicted, and the merge is tried again next time
+            self._merge_failed = True
+            reason = f'merging mementos failed: {type(exc).__name__}: {exc}'
+            warnings.warn(f'mementograph: {reason}; tried again at the next compaction', MementoWarning, stacklevel=2)
+            return messages, replace(report, skipped=report.skipped or reason)
         level = max(info.level for info in infos) + 1
         memento = MementoRecord(
             id=memento_id_for(self.namespace, self.session_id, [c.id for c in children]),
@@ -1134,6 +1214,12 @@ class SessionCompactor:
             merged_memento_ids=(*report.merged_memento_ids, memento.id),
             usage_tokens=report.usage_tokens + result.usage_tokens,
         )
+
+
+def _drop_outcome(task: asyncio.Future[Any]) -> None:
+    """Read the outcome of a compression given up on, so asyncio does not report it as never retrieved."""
+    if not task.cancelled():
+        task.exception()
 
 
 def _remember(recent: dict[str, T], block_id: str, value: T) -> None:

@@ -13,6 +13,10 @@ The thread is a daemon: a writer that `close` left waiting on a store that does 
 `store_timeout` once more when the process exits, and what it still holds is then reported, not waited for without
 end. Those messages are not lost for good: they are in the run's result, and a run that continues the session
 (`message_history`) appends whatever the log is missing.
+
+With a `redact` hook, each message is redacted on its own: the messages before one the hook fails on are written,
+that one and every later one wait in order (nothing is written unredacted, and the log never skips a position), and
+the append raises the hook's `RedactionError`. They are tried again with the next append, and at the run's end.
 """
 
 from __future__ import annotations
@@ -29,7 +33,7 @@ from concurrent.futures import Future
 from pydantic_ai.messages import ModelMessage
 
 from .._daemon import DaemonExecutor
-from .._redact import MessageRedactor
+from .._redact import MessageRedactor, RedactionError
 from ..knowledge_graph import SessionEvent
 from ..knowledge_graph.store import GraphStore, LogConflictError, StoreTimeoutError
 
@@ -74,23 +78,37 @@ class SessionLogWriter:
             batch = [] if self._discarded else list(self._pending)
         if not batch:
             return
-        messages = [message for _, message in batch]
-        if self._redact is not None:  # a failing hook fails the append: the batch stays queued, nothing is written
-            messages = self._redact(messages)  # remembered: archiving these messages later reuses it
+        messages, failed = self._redacted([message for _, message in batch])
         events = [
             SessionEvent.for_message(message, session_id=self._session_id, namespace=self._namespace, index=index)
-            for (index, _), message in zip(batch, messages, strict=True)
+            for (index, _), message in zip(batch, messages, strict=False)
         ]
-        try:
-            self._store.append_events(events)
-        except LogConflictError as conflict:
+        if events:
+            try:
+                self._store.append_events(events)
+            except LogConflictError as conflict:
+                with self._lock:
+                    self._conflict = conflict
+                    self._pending.clear()
+                raise
             with self._lock:
-                self._conflict = conflict
-                self._pending.clear()
-            raise
-        with self._lock:
-            for _ in batch:
-                self._pending.popleft()
+                for _ in events:
+                    self._pending.popleft()
+        if failed is not None:
+            raise failed
+
+    def _redacted(self, messages: list[ModelMessage]) -> tuple[list[ModelMessage], RedactionError | None]:
+        """The messages redacted, up to the first one the hook fails on (it and the later ones stay queued: nothing
+        is written unredacted, and the log keeps its order), with the hook's error."""
+        if self._redact is None:
+            return messages, None
+        redacted: list[ModelMessage] = []
+        for message in messages:
+            try:
+                redacted.extend(self._redact([message]))  # remembered: archiving the message later reuses it
+            except RedactionError as exc:
+                return redacted, exc
+        return redacted, None
 
     def failure(self) -> BaseException | None:
         """The error of the latest finished append, reported once (its messages stay queued for a retry); a

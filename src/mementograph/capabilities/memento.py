@@ -43,7 +43,7 @@ from pydantic_ai.tools import AgentDepsT
 from pydantic_ai.toolsets import AbstractToolset
 
 from .._daemon import start_in_daemon_thread
-from .._redact import Redactor, redact_secrets
+from .._redact import RedactionError, Redactor, redact_secrets
 from .._threads import StoreCalls, in_thread
 from .._tokens import ENCODING_ENV, TokenCounter, check_encoding, encoding_for_model
 from ..knowledge_graph import DEFAULT_NAMESPACE
@@ -185,6 +185,10 @@ class _RunState:
     history: list[ModelMessage] | None = None
     """The run's own history list (`ctx.messages` of its requests), which pydantic-ai goes on appending to: what a
     failed run did after its last request is read off it."""
+    final: list[ModelMessage] | None = None
+    """The history the run ended with, as last given to the log."""
+    log_error: BaseException | None = None
+    """Why that history could not be queued for the log; reported when the run ends, with how much is missing."""
 
 
 @dataclass
@@ -264,14 +268,25 @@ class MementoCompaction(AbstractCapability[AgentDepsT]):
     instructions, text, tool call arguments, tool returns, metadata, textual attachments), and, derived from those,
     mementos, entities and pages. Pass `redact_secrets` for common secrets or your own `str -> str` function (it
     must be deterministic). The archive holds the redacted version, hashed as such, so `recover_block` returns the
-    redacted text byte for byte; the live context is left as it is. A hook that raises means no eviction and a
-    `MementoWarning`: nothing is archived unredacted."""
+    redacted text byte for byte; the live context is left as it is. A hook that raises means no eviction and one
+    `MementoWarning` a run naming its error (a `MementoSkippedEvent` at each request): nothing is archived
+    unredacted. The messages before the one it fails on are logged; that one and the later ones wait, in order,
+    and are tried again at every request and at the run's end (where a warning says how many are still missing);
+    a run continuing the session (`message_history`) logs them once the hook takes them."""
 
     compressor: Compressor | None = None
     """Memento compressor; `None` is the extractive one (no LLM). Pass `LLMCompressor(model)` for an LLM."""
 
     judge: Judge | Literal['default'] | None = 'default'
     """Judge of mementos; `'default'` is the deterministic rubric. `None` stores every memento unverified."""
+
+    compress_timeout: float | None = 120.0
+    """Longest wait, in seconds, for one block's memento: its compression and judging, refinements included (a
+    model that never answers would otherwise hold the run for good). Past it the compression is cancelled and
+    counts as failed, as a compressor that raises: nothing is evicted, the run continues with its full context, a
+    `MementoWarning` and a `MementoSkippedEvent` say why, and after 3 such failures on one block the extractive
+    compressor and the rubric judge (no model) write its memento. A late answer is dropped. `None` waits as long as
+    the compressor takes."""
 
     encoding: str | None = None
     """tiktoken encoding, or `'estimate'`; `None`: `$MEMENTOGRAPH_ENCODING`, else one from the model name
@@ -343,7 +358,7 @@ class MementoCompaction(AbstractCapability[AgentDepsT]):
     def __post_init__(self) -> None:
         # a spec gives strings as easily as numbers: '0.5' would fail in a comparison, 'false' would count as True
         numbers = ('max_fraction', 'low_water', 'memento_share', 'conversation_memento_share', 'hard_limit_fraction')
-        for name in (*numbers, 'store_timeout'):
+        for name in (*numbers, 'store_timeout', 'compress_timeout'):
             value = getattr(self, name)
             if value is not None and not _is_number(value):
                 raise TypeError(f'{name} must be a number, not {value!r}')
@@ -375,6 +390,10 @@ class MementoCompaction(AbstractCapability[AgentDepsT]):
                 'is under 1 token; raise context_window or max_fraction, or set max_tokens'
             )
         StoreCalls(self.store_timeout)  # a bad value fails here, not at the first request
+        if self.compress_timeout is not None and not self.compress_timeout > 0:
+            raise ValueError(
+                f'compress_timeout must be a positive number of seconds or None, not {self.compress_timeout!r}'
+            )
         for name in ('memento_share', 'conversation_memento_share'):  # else every compaction would fail at run time
             if not 0 < getattr(self, name) <= 1:
                 raise ValueError(f'{name} must be in (0, 1]')
@@ -633,6 +652,7 @@ class MementoCompaction(AbstractCapability[AgentDepsT]):
                 redact=self.redact,
                 zone=self._zone,
                 calls=self.store_calls(),
+                compress_timeout=self.compress_timeout,
             )
         elif state.compactor.policy.high_water_tokens != high:
             state.compactor.policy = self._policy(high)
@@ -723,11 +743,14 @@ class MementoCompaction(AbstractCapability[AgentDepsT]):
         return new
 
     async def _skipped(self, ctx: RunContext[AgentDepsT], reason: str, *, error: BaseException | None = None) -> None:
+        key = reason
+        if isinstance(error, RedactionError):  # one warning a run, whatever message the hook fails on
+            reason, key = self._redaction_failed(error), _REDACT_FAILED
         # a hang was warned about when it began, and a lasting failure at its first skip of the run
-        if (isinstance(error, StoreTimeoutError) and not error.waited) or reason in self._state.warned:
+        if (isinstance(error, StoreTimeoutError) and not error.waited) or key in self._state.warned:
             logger.info('mementograph: %s; continuing with the full context', reason)
         else:
-            self._state.warned.add(reason)
+            self._state.warned.add(key)
             logger.warning('mementograph: %s; continuing with the full context', reason)
             warnings.warn(f'mementograph: {reason}; continuing with the full context', MementoWarning, stacklevel=2)
         try:
@@ -740,6 +763,17 @@ class MementoCompaction(AbstractCapability[AgentDepsT]):
             )
         except Exception:  # an event sink failing must not break the run either
             logger.exception('mementograph: could not emit the skipped event')
+
+    def _redaction_failed(self, error: RedactionError) -> str:
+        """The reason a failing hook gives: its error, and what waits for the session log meanwhile."""
+        compactor = self._state.compactor
+        waiting = 0 if compactor is None else compactor.log_waiting()
+        reason = f'{error} (nothing is written unredacted, and nothing is evicted while it fails'
+        if waiting:
+            verb = 'waits' if waiting == 1 else 'wait'
+            reason += f'; {_messages(waiting)} {verb} for the session log, tried again at every request and at the '
+            reason += 'end of the run'
+        return reason + ')'
 
     async def wrap_run(self, ctx: RunContext[AgentDepsT], *, handler: WrapRunHandler) -> AgentRunResult[Any]:
         """Log what arrived after the last model request (the final answer), and make the whole log durable
@@ -760,11 +794,12 @@ class MementoCompaction(AbstractCapability[AgentDepsT]):
 
     async def _log_final(self, messages: list[ModelMessage], ctx: RunContext[AgentDepsT]) -> None:
         """Queue the messages the log does not hold yet; even while the store hangs, they are queued (and written
-        if it answers before the process ends)."""
+        if it answers before the process ends). A failure is reported at the run's end, with what is missing."""
+        self._state.final = messages
         try:
             await self._logging_compactor(ctx, messages)
         except Exception as exc:
-            _log_incomplete(exc)
+            self._state.log_error = exc
 
     async def _log_failed_run(self, ctx: RunContext[AgentDepsT]) -> None:
         """Queue what a failed (or cancelled) run added after its last model request (tool results, a response).
@@ -772,15 +807,17 @@ class MementoCompaction(AbstractCapability[AgentDepsT]):
         state = self._state
         if state.compactor is None or state.history is None or state.run_id != ctx.run_id:
             return
+        state.final = list(state.history)
         try:
-            await state.compactor.log(list(state.history))
+            await state.compactor.log(state.final)
         except BaseException as exc:  # a second cancellation, a store failing: the run's own error is what rises
-            _log_incomplete(exc)
+            state.log_error = exc
 
     def _end_run(self) -> None:
         state = self._state
         compactor = state.compactor
         in_flight: Future[None] | None = None  # a log append the delete must not overtake
+        error = state.log_error
         if compactor is not None:  # the log goes with the run unless permanent: stop its writer first
             try:
                 if self.retention == 'run':
@@ -788,7 +825,9 @@ class MementoCompaction(AbstractCapability[AgentDepsT]):
                 else:
                     compactor.close()
             except Exception as exc:
-                _log_incomplete(exc)
+                error = exc
+        if error is not None:
+            self._log_incomplete(error, compactor)
         if self.retention == 'run' and compactor is not None:
             reason = f'could not delete session {compactor.session_id!r} at the end of the run (retention=run)'
             busy = self.store_calls().busy()
@@ -805,6 +844,32 @@ class MementoCompaction(AbstractCapability[AgentDepsT]):
                 scratch.close()
             except Exception:  # an in-memory database; nothing to lose
                 logger.debug('mementograph: closing the run store failed', exc_info=True)
+
+    def _log_incomplete(self, error: BaseException, compactor: SessionCompactor | None) -> None:
+        """One warning at the run's end: how many messages the session log is missing, why, and what becomes of
+        them."""
+        state = self._state
+        messages = state.final or state.history or []
+        count, exact = len(messages), False
+        if compactor is not None:
+            with contextlib.suppress(Exception):  # a count that cannot be made leaves the upper bound
+                count, exact = compactor.unlogged(messages)
+        if isinstance(error, RedactionError) and _REDACT_FAILED in state.warned:
+            why = 'the redact hook fails on the first of them, as warned; nothing was written unredacted'
+        else:
+            why = f'{type(error).__name__}: {error}'
+        whose = '' if compactor is None else f' of session {compactor.session_id!r}'
+        message = f'could not complete the session log{whose}'
+        if count or not exact:
+            missing = _messages(count) if exact else f'up to {_messages(count)}'
+            message += (
+                f": {missing} not in it yet ({why}); they are in the run's result, and a run that continues the "
+                'session (message_history) logs them'
+            )
+        else:
+            message += f' ({why})'
+        logger.warning('mementograph: %s', message)
+        warnings.warn(f'mementograph: {message}', MementoWarning, stacklevel=3)
 
     def _delete_session(self, compactor: SessionCompactor, in_flight: Future[None] | None) -> None:
         """Delete the run's session once the log's last append has returned, waiting at most `store_timeout`."""
@@ -890,9 +955,12 @@ def _report_late_delete(session_id: str, deleting: Future[None]) -> None:
         )  # fmt: skip
 
 
-def _log_incomplete(exc: BaseException) -> None:
-    logger.warning('mementograph: could not complete the session log: %s: %s', type(exc).__name__, exc)
-    warnings.warn(f'mementograph: could not complete the session log: {exc}', MementoWarning, stacklevel=3)
+_REDACT_FAILED: Final = 'the redact hook failed'
+"""The key of every redaction failure among the reasons a run has warned about (each message's may differ)."""
+
+
+def _messages(count: int) -> str:
+    return f'{count} message' if count == 1 else f'{count} messages'
 
 
 _INDEX_NAME = 'memory_index'

@@ -15,8 +15,9 @@ German, French, Spanish, Italian, Portuguese, Dutch, Swedish, Russian and Polish
 in Chinese, Japanese and Korean too (`我们昨天 (7 May 2023)讨论了`, `gestern (7 May 2023)`, `la semaine dernière (the week
 before ...)`, `3 дня назад (5 May 2023)`, `samedi dernier (the Saturday before ...)`); number words are English
 only. Vague expressions ("the other day", "recently", "a few days ago", "on Friday") are left alone: an anchor must
-be derivable, never guessed. Everything here is a pure function of the text and the timestamp, so the judge can
-derive exactly the same anchors to tell them from invented dates.
+be derivable, never guessed; so is one past either end of the calendar (a message may carry `datetime.min` or `max`
+as its timestamp: "yesterday" said on 1 January of year 1 has no date to name). Everything here is a pure function
+of the text and the timestamp, so the judge can derive exactly the same anchors to tell them from invented dates.
 """
 
 from __future__ import annotations
@@ -25,7 +26,7 @@ import functools
 import re
 from collections.abc import Callable
 from dataclasses import dataclass
-from datetime import date, datetime, timedelta, tzinfo
+from datetime import MAXYEAR, MINYEAR, date, datetime, timedelta, tzinfo
 from typing import Final, Literal, TypeAlias
 
 from ..._languages import (
@@ -71,11 +72,15 @@ def time_zone(setting: str | tzinfo | None) -> TimeZone:
         ) from exc
 
 
-def in_zone(moment: datetime, zone: TimeZone) -> datetime:
-    """`moment` on `zone`'s clock (unchanged when `zone` is `None` or `moment` has no zone of its own)."""
+def in_zone(moment: datetime, zone: TimeZone) -> datetime | None:
+    """`moment` on `zone`'s clock (unchanged when `zone` is `None` or `moment` has no zone of its own); `None` when
+    that clock's day is outside the calendar (`datetime.min` read west of its own zone)."""
     if zone is None or moment.tzinfo is None:
         return moment
-    return moment.astimezone(None if zone == 'local' else zone)
+    try:
+        return moment.astimezone(None if zone == 'local' else zone)
+    except (OverflowError, ValueError):  # ValueError: year 0 or 10000, from some platforms' local time
+        return None
 
 
 MONTHS: Final = (
@@ -138,9 +143,22 @@ def format_day(day: date) -> str:
     return f'{day.day} {MONTHS[day.month - 1]} {day.year}'
 
 
-def _month(day: date, offset: int) -> str:
+def _shift(day: date, days: int) -> str | None:
+    """`format_day` of `days` after `day`; `None` past either end of the calendar."""
+    try:
+        return format_day(day + timedelta(days=days))
+    except OverflowError:
+        return None
+
+
+def _month(day: date, offset: int) -> str | None:
     index = day.year * 12 + day.month - 1 + offset
-    return f'{MONTHS[index % 12]} {index // 12}'
+    return f'{MONTHS[index % 12]} {index // 12}' if MINYEAR <= index // 12 <= MAXYEAR else None
+
+
+def _year(day: date, offset: int) -> str | None:
+    year = day.year + offset
+    return str(year) if MINYEAR <= year <= MAXYEAR else None
 
 
 def _count(match: re.Match[str]) -> int:
@@ -162,35 +180,35 @@ _Resolver = Callable[[re.Match[str], date], str | None]
 
 # Longest expressions first: "the day before yesterday" must win over "yesterday".
 _RULES: Final[tuple[tuple[str, _Resolver], ...]] = (
-    (r'the day before yesterday', lambda m, d: format_day(d - timedelta(days=2))),
-    (r'the day after tomorrow', lambda m, d: format_day(d + timedelta(days=2))),
-    (r'yesterday|last night', lambda m, d: format_day(d - timedelta(days=1))),
+    (r'the day before yesterday', lambda m, d: _shift(d, -2)),
+    (r'the day after tomorrow', lambda m, d: _shift(d, 2)),
+    (r'yesterday|last night', lambda m, d: _shift(d, -1)),
     (r'today|tonight|this (?:morning|afternoon|evening)', lambda m, d: format_day(d)),
-    (r'tomorrow', lambda m, d: format_day(d + timedelta(days=1))),
+    (r'tomorrow', lambda m, d: _shift(d, 1)),
     (r'(?P<which>last|this past|this|next) weekend', lambda m, d: f'the weekend {_direction(m)} {format_day(d)}'),
     (r'(?P<which>last|this past|this|next) week', lambda m, d: f'the week {_direction(m)} {format_day(d)}'),
     (r'last month', lambda m, d: _month(d, -1)),
     (r'this month', lambda m, d: _month(d, 0)),
     (r'next month', lambda m, d: _month(d, 1)),
-    (r'last year', lambda m, d: str(d.year - 1)),
+    (r'last year', lambda m, d: _year(d, -1)),
     (r'this year', lambda m, d: str(d.year)),
-    (r'next year', lambda m, d: str(d.year + 1)),
+    (r'next year', lambda m, d: _year(d, 1)),
     (
         rf'(?P<which>last|this past|next) {_WEEKDAY}',
         lambda m, d: f'the {_weekday(m)} {_direction(m)} {format_day(d)}',
     ),
-    (rf'{_COUNT} days? ago', lambda m, d: format_day(d - timedelta(days=_count(m)))),
+    (rf'{_COUNT} days? ago', lambda m, d: _shift(d, -_count(m))),
     (rf'{_COUNT} weeks? ago', lambda m, d: f'{m.group("n")} week{"s" * (_count(m) > 1)} before {format_day(d)}'),
     (rf'{_COUNT} months? ago', lambda m, d: _month(d, -_count(m))),
-    (rf'{_COUNT} years? ago', lambda m, d: str(d.year - _count(m))),
+    (rf'{_COUNT} years? ago', lambda m, d: _year(d, -_count(m))),
 )
 
 
-def _ago(match: re.Match[str], day: date) -> str:
+def _ago(match: re.Match[str], day: date) -> str | None:
     """`N` days, weeks or months before `day`, written as the English rules write them."""
     count, unit = unit_of(match)
     if unit == 'day':
-        return format_day(day - timedelta(days=count))
+        return _shift(day, -count)
     if unit == 'week':
         return f'{count} week{"s" * (count > 1)} before {format_day(day)}'
     return _month(day, -count)
@@ -202,7 +220,7 @@ def _span(unit: str, offset: int) -> _Resolver:
         return lambda m, d: f'the week {direction} {format_day(d)}'
     if unit == 'month':
         return lambda m, d: _month(d, offset)
-    return lambda m, d: str(d.year + offset)
+    return lambda m, d: _year(d, offset)
 
 
 def _word(pattern: str) -> str:
@@ -211,7 +229,7 @@ def _word(pattern: str) -> str:
 
 
 def _day(offset: int) -> _Resolver:
-    return lambda m, d: format_day(d + timedelta(days=offset))
+    return lambda m, d: _shift(d, offset)
 
 
 def _named_weekday(direction: str) -> _Resolver:

@@ -175,6 +175,7 @@ def _prose(messages: Sequence[ModelMessage], zone: TimeZone) -> Iterator[tuple[s
 
 
 def _on_clock(moment: datetime | None, zone: TimeZone) -> datetime | None:
+    """`moment` on `zone`'s clock; `None` (no anchors) without one, or when that day is outside the calendar."""
     return None if moment is None else in_zone(moment, zone)
 
 

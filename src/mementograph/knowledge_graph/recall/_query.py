@@ -12,7 +12,7 @@ from __future__ import annotations
 
 import re
 from dataclasses import dataclass
-from datetime import UTC, datetime, timedelta
+from datetime import MAXYEAR, MINYEAR, UTC, datetime, timedelta
 from typing import Final, Literal
 
 from ..._languages import MONTHS, RELATIVE_DAYS, RELATIVE_SPANS, UNITS_AGO, phrase_pattern, unit_of
@@ -176,11 +176,22 @@ _UNITS: Final = {'day': 1, 'week': 7, 'month': 30, 'year': 365}
 _NUMBERS: Final = {'a': 1, 'an': 1, 'one': 1, 'two': 2, 'three': 3, 'four': 4, 'five': 5, 'six': 6, 'few': 3}
 
 
-def _month_start(year: int, month: int) -> datetime:
-    return datetime(year, month, 1, tzinfo=UTC)
+def _plus(moment: datetime | None, days: int) -> datetime | None:
+    """`moment` moved by `days`; `None` (that end of the range open) past either end of the calendar, which a
+    message's `datetime.min` / `max` timestamp or a huge count reaches."""
+    if moment is None:
+        return None
+    try:
+        return moment + timedelta(days=days)
+    except OverflowError:
+        return None
 
 
-def _next_month(moment: datetime) -> datetime:
+def _month_start(year: int, month: int) -> datetime | None:
+    return datetime(year, month, 1, tzinfo=UTC) if MINYEAR <= year <= MAXYEAR else None
+
+
+def _next_month(moment: datetime) -> datetime | None:
     return _month_start(moment.year + (moment.month == 12), moment.month % 12 + 1)
 
 
@@ -206,9 +217,9 @@ def time_range_in(query: str, now: datetime) -> TimeRange | None:
         year = int(match.group(1))
         return TimeRange(datetime(year, 1, 1, tzinfo=UTC) - day, datetime(year + 1, 1, 1, tzinfo=UTC) + day)
     if re.search(r'\byesterday\b', text):
-        return TimeRange(now - 2 * day, now)
+        return TimeRange(_plus(now, -2), now)
     if re.search(r'\btoday\b', text):
-        return TimeRange(now - day, now + day)
+        return TimeRange(_plus(now, -1), _plus(now, 1))
     match = re.search(r'\blast\s+(week|month|year)\b', text)
     if match:
         return _last_range(match.group(1), now)
@@ -219,14 +230,18 @@ def time_range_in(query: str, now: datetime) -> TimeRange | None:
     match = re.search(r'\b(?:past|last|previous)\s+(\d+|two|three|four|five|six|few)\s+(day|week|month|year)s\b', text)
     if match:
         count = int(match.group(1)) if match.group(1).isdigit() else _NUMBERS[match.group(1)]
-        return TimeRange(now - timedelta(days=count * _UNITS[match.group(2)]) - day, now + day)
+        return TimeRange(_plus(now, -count * _UNITS[match.group(2)] - 1), _plus(now, 1))
     return _range_in_other_languages(text, now)
 
 
-def _month_range(month: int, year: str | None, now: datetime) -> TimeRange:
-    """The month (of `year`, else the latest one up to `now`), a day's slack on each side."""
+def _month_range(month: int, year: str | None, now: datetime) -> TimeRange | None:
+    """The month (of `year`, else the latest one up to `now`), a day's slack on each side; `None` when the calendar
+    has no such month (`in March 0000`, or before a `now` in January of year 1)."""
     start = _month_start(int(year) if year else (now.year if month <= now.month else now.year - 1), month)
-    return TimeRange(start - timedelta(days=1), _next_month(start) + timedelta(days=1))
+    if start is None:
+        return None
+    end = _next_month(start)
+    return TimeRange(_plus(start, -1), None if end is None else _plus(end, 1))
 
 
 _LAST_OR_THIS_MONTH: Final = re.compile(
@@ -264,29 +279,31 @@ def _last_or_this_month(query: str, now: datetime) -> TimeRange | None:
 
 def _last_range(unit: str, now: datetime) -> TimeRange:
     """ "last week / month / year": up to two of them back, people being loose about which."""
-    return TimeRange(now - timedelta(days=2 * _UNITS[unit] + 1), now)
+    return TimeRange(_plus(now, -(2 * _UNITS[unit] + 1)), now)
 
 
-def _ago_range(count: int, unit: str, now: datetime) -> TimeRange:
-    """`count` units before `now`, half a unit's slack on each side (a day at least)."""
+def _ago_range(count: int, unit: str, now: datetime) -> TimeRange | None:
+    """`count` units before `now`, half a unit's slack on each side (a day at least); `None` before the calendar
+    begins."""
     span = _UNITS[unit]
-    center = now - timedelta(days=count * span)
-    slack = timedelta(days=max(1, span // 2))
-    return TimeRange(center - slack, center + slack)
+    center = _plus(now, -count * span)
+    if center is None:
+        return None
+    slack = max(1, span // 2)
+    return TimeRange(_plus(center, -slack), _plus(center, slack))
 
 
 def _range_in_other_languages(text: str, now: datetime) -> TimeRange | None:
     """`time_range_in` for the other languages `_languages` knows: a month after its preposition (`im März`,
     `w marcu`), yesterday, today, last week, month or year, and `N` days, weeks or months ago (digits only)."""
-    day = timedelta(days=1)
     for month_pattern, names in _MONTH_PATTERNS:
         match = month_pattern.search(text)
         if match:
             return _month_range(names.index(match.group(1)) + 1, match.group(2), now)
     if _YESTERDAY.search(text):
-        return TimeRange(now - 2 * day, now)
+        return TimeRange(_plus(now, -2), now)
     if _TODAY.search(text):
-        return TimeRange(now - day, now + day)
+        return TimeRange(_plus(now, -1), _plus(now, 1))
     for unit, pattern in _LAST_SPANS:
         if pattern.search(text):
             return _last_range(unit, now)
