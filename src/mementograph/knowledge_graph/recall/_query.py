@@ -272,8 +272,7 @@ def _last_or_this_month(query: str, now: datetime) -> TimeRange | None:
         month = _MONTHS.index(name.lower()) + 1
         if year is None:
             year = str(now.year if which == 'this' or month < now.month else now.year - 1)
-        start = _month_start(int(year), month)
-        return TimeRange(start - timedelta(days=1), _next_month(start) + timedelta(days=1))
+        return _month_range(month, year, now)
     return None
 
 
