@@ -30,6 +30,7 @@ from pydantic_ai.models.function import AgentInfo, FunctionModel
 from mementograph import MementoCompaction, MementoWarning, open_store
 from mementograph._messages import deserialize_messages, message_text, serialize_messages
 from mementograph.capabilities._layout import stub_info
+from mementograph.cli._store_commands import event_records
 from mementograph.knowledge_graph.memory import BlockInput, ExtractiveCompressor, LLMCompressor
 from mementograph.knowledge_graph.store import GraphStore, verify_store
 from tests.conftest import open_neo4j
@@ -166,6 +167,8 @@ async def test_a_short_chat_is_archived_at_its_end_and_recalled_from_a_new_sessi
             history[block.first_message : block.last_message + 1]
         )
     assert [id for ids in archive_events(store, session, ns) for id in ids] == [b.id for b in blocks]
+    exported = [r for r in event_records(store, ns, session) if r['kind'] == 'archive']  # `export --events`
+    assert [block_id for r in exported for block_id in r['block_ids']] == [b.id for b in blocks]
     assert_whole(store, session, ns)
 
     # a new conversation (its own session) recalls it
@@ -274,7 +277,8 @@ async def test_a_deferred_tool_call_is_not_archived(backend: Backend) -> None:
         return f'booked for {dog}'
 
     first = await agent.run('Remember: my dog is called Zebedee.')
-    result = await agent.run('Book him a vet appointment.', message_history=first.all_messages())
+    ask = 'Book him a vet appointment, any weekday morning, at the practice on Rua Augusta. ' * 4  # not small
+    result = await agent.run(ask, message_history=first.all_messages())
     assert isinstance(result.output, DeferredToolRequests)
     history = result.all_messages()
     session = session_of(history)

@@ -314,7 +314,7 @@ class SessionCompactor:
     _archived_bounds: set[int] | None = field(default=None, init=False, repr=False)
     """Log positions where an archived block of the session starts, or ends + 1: a history that holds archived
     messages raw again (a session continued from its `transcript`) is cut there, so its blocks are the archived
-    ones (the same ids: written again, nothing doubles) and never overlap them. Read once a run."""
+    ones (stubbed with their stored mementos, `_evict_archived`) and never overlap them. Read once a run."""
     _archived_through: int = field(default=-1, init=False, repr=False)
     _archived_spans: dict[int, tuple[int, str]] = field(
         default_factory=dict[int, tuple[int, str]], init=False, repr=False
