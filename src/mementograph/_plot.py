@@ -248,7 +248,7 @@ def sawtooth_from_log(
             new_units.clear()
             compacted = False
             pending = rebuild.message(event)
-        else:
+        elif event.kind != 'archive':  # blocks archived at a run's end stay in the context
             rebuild.compaction(event, new_units)
             compacted = True
     if pending:

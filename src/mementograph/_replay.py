@@ -695,7 +695,8 @@ async def replay_report(
         name: How the report names the source (default: the path).
         compressor: The capability's compressor (default: extractive), e.g. `LLMCompressor(model)`.
         judge: The capability's judge (default: the rubric), e.g. `CombinedJudge(llm=LLMJudge(model))`.
-        settings: More `MementoCompaction` settings, e.g. `{'memento_share': 0.5, 'low_water': 0.4}`.
+        settings: More `MementoCompaction` settings, e.g. `{'memento_share': 0.5, 'low_water': 0.4}`
+            (`archive_at_run_end` is off unless given: the report measures what compaction archived).
 
     Raises:
         TranscriptError: The file cannot be read or is malformed, or holds no replayable transcript.
@@ -728,7 +729,8 @@ async def replay_report(
         namespace=namespace,
         compressor=compressor,
         judge=judge,
-        **(settings or {}),
+        # what compaction archived is what the report measures (blocks evicted, their mementos)
+        **{'archive_at_run_end': False, **(settings or {})},
     )
     with usage_meter() as meter:
         trace = await replay_messages(transcript, capabilities=[capability], counter=counter, record_history=True)

@@ -12,6 +12,7 @@ the compressor; a failing hook fails the write (nothing is archived unredacted).
 from __future__ import annotations
 
 import asyncio
+import bisect
 import inspect
 import json
 import logging
@@ -35,7 +36,15 @@ from pydantic_ai.messages import (
 
 from .._echoes import echo_note, searchable_messages
 from .._media import attachment_tokens, attachments
-from .._messages import deserialize_messages, message_text, messages_sha256, part_text, serialize_messages
+from .._messages import (
+    deserialize_messages,
+    message_text,
+    messages_sha256,
+    part_text,
+    serialize_messages,
+    tool_call_ids,
+    tool_return_ids,
+)
 from .._redact import MessageRedactor, Redactor
 from .._threads import StoreCalls
 from .._tokens import MESSAGE_OVERHEAD_TOKENS, TokenCounter
@@ -79,7 +88,7 @@ from ._layout import (
 )
 from ._logwriter import SessionLogWriter
 
-__all__ = ('CompactionPolicy', 'CompactionReport', 'SessionCompactor', 'Trigger')
+__all__ = ('ArchiveReport', 'CompactionPolicy', 'CompactionReport', 'SessionCompactor', 'Trigger')
 
 Trigger = Literal['auto', 'manual']
 
@@ -200,6 +209,56 @@ class CompactionReport:
         return json.dumps(data, sort_keys=True).encode()
 
 
+@dataclass(frozen=True)
+class ArchiveReport:
+    """What archiving a history's completed blocks without evicting them did (`SessionCompactor.archive_completed`)."""
+
+    block_ids: tuple[str, ...] = ()
+    memento_ids: tuple[str, ...] = ()
+    verified: int = 0
+    archived_tokens: int = 0
+    usage_tokens: int = 0
+    """LLM tokens spent compressing and judging (0 for the extractive compressor and rubric judge)."""
+    failures: tuple[str, ...] = ()
+    """The blocks the compressor failed on, and why: left for a later run's end (or eviction)."""
+
+    def to_json(self) -> bytes:
+        data = {
+            'block_ids': list(self.block_ids),
+            'memento_ids': list(self.memento_ids),
+            'verified': self.verified,
+            'archived_tokens': self.archived_tokens,
+        }
+        return json.dumps(data, sort_keys=True).encode()
+
+
+def _verbatim(block: BlockInput) -> MementoResult:
+    """The memento of a block too small for a shorter one: its own text (unjudged, so unverified)."""
+    return MementoResult(
+        text=block.text,
+        tokens=block.tokens,
+        score=None,
+        verified=False,
+        iterations=0,
+        compressor='verbatim',
+        judge='',
+        feedback='the block is too small for a shorter memento: its text is its memento',
+        facts_total=0,
+        facts_kept=0,
+        usage_tokens=0,
+    )
+
+
+def _unanswered(messages: Sequence[ModelMessage]) -> bool:
+    """Whether a tool call among `messages` has no answer among them (a deferred tool's, at a run's end)."""
+    calls: set[str] = set()
+    answers: set[str] = set()
+    for message in messages:
+        calls |= tool_call_ids(message)
+        answers |= tool_return_ids(message)
+    return bool(calls - answers)
+
+
 def _timestamp(message: ModelMessage) -> datetime | None:
     stamp = message.timestamp
     if stamp is None and isinstance(message, ModelRequest):
@@ -267,8 +326,14 @@ class SessionCompactor:
     _archived_bounds: set[int] | None = field(default=None, init=False, repr=False)
     """Log positions where an archived block of the session starts, or ends + 1: a history that holds archived
     messages raw again (a session continued from its `transcript`) is cut there, so its blocks are the archived
-    ones (the same ids: written again, nothing doubles) and never overlap them. Read once a run."""
+    ones (stubbed with their stored mementos, `_evict_archived`) and never overlap them. Read once a run."""
     _archived_through: int = field(default=-1, init=False, repr=False)
+    _archived_spans: dict[int, tuple[int, str]] = field(
+        default_factory=dict[int, tuple[int, str]], init=False, repr=False
+    )
+    """The session's archived blocks by first log position: `(last position, block id)`. A block archived at a run's
+    end (`archive_completed`) is still in the context raw: a later eviction stubs it with its stored memento
+    (`_evict_archived`), never a block that overlaps it. Read with `_archived_bounds`."""
     _warned_fallback: bool = field(default=False, init=False, repr=False)
     _merge_failed: bool = field(default=False, init=False, repr=False)
     """A merge of this compaction failed: it is not tried again before the next one."""
@@ -570,7 +635,11 @@ class SessionCompactor:
         if tokens > low_water:
             if self._archived_bounds is None:
                 await self.calls(self._bounds)  # once a run, off the loop and bounded like every store read
-            current, report = await self._evict(current, tokens, report, low_water)
+            current, report = await self._evict_archived(current, tokens, report, low_water)
+            if report.block_ids:
+                tokens = self.counter.count_messages(current)
+            if tokens > low_water:
+                current, report = await self._evict(current, tokens, report, low_water)
         self._merge_failed = False
         current, report = await self._merge(current, report)
         for _ in range(3):  # still over the mark with nothing left to evict: fold mementos further
@@ -829,19 +898,10 @@ class SessionCompactor:
     def _candidates(self, messages: list[ModelMessage]) -> list[tuple[Segment, int]]:
         """Complete blocks that may be evicted, oldest first, each with its first log position."""
         slots = self._layout(messages)
-        first_task = next((s.index for s in slots if s.stub is None and _is_first_task(messages[s.index])), None)
-        bounds, through = self._bounds()
-        runs: list[list[Slot]] = [[]]
-        for slot in slots:
-            if slot.stub is not None or slot.pinned or slot.index == first_task:
-                runs.append([])
-            else:
-                if slot.log_index <= through and slot.log_index in bounds and runs[-1]:
-                    runs.append([])  # a raw message an archived block holds: cut as that block was
-                runs[-1].append(slot)
+        archived = self._archived_overlap()
         candidates: list[tuple[Segment, int]] = []
-        for run in runs:
-            if not run:
+        for run, kept in self._runs(messages, slots):
+            if kept:
                 continue
             start = run[0].index
             segments = segment_blocks(
@@ -857,8 +917,41 @@ class SessionCompactor:
                 span = messages[absolute.start : absolute.end]
                 tiny = absolute.tokens < _MIN_EVICTABLE_TOKENS and not any(map(_has_binary, span))
                 if absolute.complete and absolute.end < len(messages) and not tiny:
-                    candidates.append((absolute, slots[absolute.start].log_index))
+                    first, last = slots[absolute.start].log_index, slots[absolute.end - 1].log_index
+                    if not archived(first, last):  # an archived block is stubbed as archived (`_evict_archived`)
+                        candidates.append((absolute, first))
         return candidates
+
+    def _runs(self, messages: list[ModelMessage], slots: Sequence[Slot]) -> list[tuple[list[Slot], bool]]:
+        """The history's raw messages in the runs blocks are cut from, in order, each with whether it is a message
+        eviction keeps in the context (the first task, a pinned message: a run of its own); stubs separate runs, and
+        so do the bounds of archived blocks: a raw message an archived block holds is cut as that block was, and
+        what follows the last one starts a run (archived at a run's end, a block may end where none would later)."""
+        first_task = next((s.index for s in slots if s.stub is None and _is_first_task(messages[s.index])), None)
+        bounds, _ = self._bounds()
+        runs: list[tuple[list[Slot], bool]] = [([], False)]
+        for slot in slots:
+            if slot.stub is not None:
+                runs.append(([], False))
+            elif slot.pinned or slot.index == first_task:
+                runs += [([slot], True), ([], False)]
+            else:
+                if slot.log_index in bounds and runs[-1][0]:
+                    runs.append(([], False))
+                runs[-1][0].append(slot)
+        return [(run, kept) for run, kept in runs if run]
+
+    def _archived_overlap(self) -> Callable[[int, int], bool]:
+        """Whether a range of log positions overlaps a block the archive holds (archived blocks never overlap each
+        other: only the last one starting in or before the range can reach into it)."""
+        spans = self._archived_spans
+        starts = sorted(spans)
+
+        def overlaps(first: int, last: int) -> bool:
+            at = bisect.bisect_right(starts, last) - 1
+            return at >= 0 and spans[starts[at]][0] >= first
+
+        return overlaps
 
     def _bounds(self) -> tuple[set[int], int]:
         """`_archived_bounds`, and the last position an archived block holds (-1: none)."""
@@ -867,6 +960,7 @@ class SessionCompactor:
             blocks = [block for block in links.blocks if block.kind == 'block']
             self._archived_bounds = {p for block in blocks for p in (block.first_message, block.last_message + 1)}
             self._archived_through = max((block.last_message for block in blocks), default=-1)
+            self._archived_spans = {block.first_message: (block.last_message, block.id) for block in blocks}
         return self._archived_bounds, self._archived_through
 
     async def _mentions_of(self, source_id: str, text: str) -> tuple[Mention, ...]:
@@ -910,18 +1004,12 @@ class SessionCompactor:
         spans = [messages[segment.start : segment.end] for segment, _ in chosen]
         for span, originals in zip(spans, await self.calls(self._originals_of, spans), strict=True):  # one hop
             block_messages = tuple(originals)
-            # what the block is found by and its memento made from: not the memory tools' answers, which quote
-            # the archive (`searchable_messages`); a block of those calls alone says which, in a sentence
-            searchable = tuple(searchable_messages(block_messages))
-            text = render_block(searchable)
-            # its size is all it holds: the memento stands in for all of it, and must be smaller
-            size = self.counter.count_text(text if searchable == block_messages else render_block(block_messages))
             room = None
             if fit_stubs and any(micro_part_of(message) is not None for message in span):
                 room = max(1, self.counter.count_messages(span) - _STUB_OVERHEAD_TOKENS - _STUBBED_SPAN_SAVING)
+            block_input, text = self._block_input(block_messages, room)
             archives.append((block_messages, text))
-            read = text if text.strip() else echo_note(block_messages)
-            inputs.append(BlockInput(messages=searchable, text=read, tokens=size, zone=self.zone, max_tokens=room))
+            inputs.append(block_input)
         outcomes = await asyncio.gather(
             *(
                 self._memento(self._engine_for(log_index, f'the block at message {log_index}'), b, log_index)
@@ -957,29 +1045,8 @@ class SessionCompactor:
                 break  # the mementos came out smaller than planned: the newer blocks may stay
             kept.append(result)
             live_tokens = self.counter.count_messages(messages[segment.start : segment.end])
-            first = archived[0]
-            stamp = _timestamp(first)
-            block = BlockRecord.from_messages(
-                archived,
-                session_id=self.session_id,
-                namespace=self.namespace,
-                seq=log_index,
-                tokens=block_input.tokens,
-                text=text,
-                started_at=stamp.isoformat() if stamp else None,
-            )
-            memento = MementoRecord(
-                id=memento_id_for(self.namespace, self.session_id, [block.id]),
-                session_id=self.session_id,
-                namespace=self.namespace,
-                text=result.text,
-                tokens=result.tokens,
-                summarizes=(block.id,),
-                score=result.score,
-                verified=result.verified,
-                iterations=result.iterations,
-                compressor=result.compressor,
-            )
+            stamp = _timestamp(archived[0])
+            block, memento = self._records(archived, text, block_input, log_index, result)
             info = StubInfo(
                 target_id=block.id,
                 memento_id=memento.id,
@@ -993,11 +1060,7 @@ class SessionCompactor:
             saving += live_tokens - self.counter.count_messages(stub)
             blocks.append(block)
             mementos.append(memento)
-            if self.mentions is not None:
-                block_mentions = await self._mentions_of(block.id, block.text)
-                self._remember_mentions(block.id, block_mentions)
-                mentions.extend(block_mentions)
-                mentions.extend(await self._mentions_of(memento.id, memento.text))
+            mentions.extend(await self._record_mentions(block, memento))
             stubs[segment.start] = (segment.end, stub)
         if saving < self.policy.min_saving_tokens:
             over = tokens > self.policy.high_water_tokens  # skipped, the request would go out over the mark
@@ -1040,8 +1103,8 @@ class SessionCompactor:
         rewritten = _splice(messages, stubs)
         return rewritten, replace(
             report,
-            block_ids=compaction.block_ids,
-            memento_ids=compaction.memento_ids,
+            block_ids=(*report.block_ids, *compaction.block_ids),
+            memento_ids=(*report.memento_ids, *compaction.memento_ids),
             verified=report.verified + sum(r.verified for r in kept),
             unverified=report.unverified + sum(not r.verified for r in kept),
             archived_tokens=report.archived_tokens + sum(b.tokens for b in blocks),
@@ -1075,7 +1138,288 @@ class SessionCompactor:
                 if self._archived_bounds is not None and block.kind == 'block':
                     self._archived_bounds |= {block.first_message, block.last_message + 1}
                     self._archived_through = max(self._archived_through, block.last_message)
+                    self._archived_spans[block.first_message] = (block.last_message, block.id)
             return
+
+    # -- archiving without evicting -------------------------------------------------------------------------------
+
+    def _block_input(
+        self, block_messages: tuple[ModelMessage, ...], room: int | None = None
+    ) -> tuple[BlockInput, str]:
+        """A block's compressor input, and the text it is found by (its full-text and entity text).
+
+        Both are made from `searchable_messages`: not the memory tools' answers, which quote the archive; a block of
+        those calls alone is read as a sentence saying which (`echo_note`). Its size is all it holds: the memento
+        stands in for all of it, and must be smaller.
+        """
+        searchable = tuple(searchable_messages(block_messages))
+        text = render_block(searchable)
+        size = self.counter.count_text(text if searchable == block_messages else render_block(block_messages))
+        read = text if text.strip() else echo_note(block_messages)
+        return BlockInput(messages=searchable, text=read, tokens=size, zone=self.zone, max_tokens=room), text
+
+    def _records(
+        self,
+        archived: tuple[ModelMessage, ...],
+        text: str,
+        block_input: BlockInput,
+        log_index: int,
+        result: MementoResult,
+    ) -> tuple[BlockRecord, MementoRecord]:
+        """The archive records of a block (its messages byte for byte, found by `text`; first logged at
+        `log_index`) and of its memento."""
+        stamp = _timestamp(archived[0])
+        block = BlockRecord.from_messages(
+            archived,
+            session_id=self.session_id,
+            namespace=self.namespace,
+            seq=log_index,
+            tokens=block_input.tokens,
+            text=text,
+            started_at=stamp.isoformat() if stamp else None,
+        )
+        memento = MementoRecord(
+            id=memento_id_for(self.namespace, self.session_id, [block.id]),
+            session_id=self.session_id,
+            namespace=self.namespace,
+            text=result.text,
+            tokens=result.tokens,
+            summarizes=(block.id,),
+            score=result.score,
+            verified=result.verified,
+            iterations=result.iterations,
+            compressor=result.compressor,
+        )
+        return block, memento
+
+    async def _record_mentions(self, block: BlockRecord, memento: MementoRecord) -> list[Mention]:
+        """The `MENTIONS` of a block and of its memento (the block's kept for closing its page)."""
+        if self.mentions is None:
+            return []
+        block_mentions = await self._mentions_of(block.id, block.text)
+        self._remember_mentions(block.id, block_mentions)
+        return [*block_mentions, *(await self._mentions_of(memento.id, memento.text))]
+
+    async def archive_completed(self, messages: list[ModelMessage]) -> ArchiveReport:
+        """Archive the completed blocks of `messages` after the last one the session's archive holds, leaving the
+        history as it is: at the end of a run, so that `recall` finds a conversation that never passed the
+        high-water mark.
+
+        The blocks are those an eviction would cut (the same ids, so a later eviction stubs them with the mementos
+        written here, `_evict_archived`, and compresses nothing twice), each message eviction keeps in the context
+        (the first task, a pinned message) a block of its own with its text as its memento when it is too small for
+        a shorter one, and the last block, which the run's end completes: unless a tool call in it is unanswered
+        (deferred tools), or it is too small for a memento to be smaller -- as a block of its own it would then stay
+        in the context for good; it waits for the next run's end, joined with what follows. A compressor failing on
+        a block leaves it and the newer ones for a later run's end; a store or redaction failure raises, and nothing
+        is written.
+        """
+        await self.log(messages)
+        chosen, inputs, archives = await self.calls(self._archive_inputs, messages)  # one hop, tokenizing too
+        if not chosen:
+            return ArchiveReport()
+        spans = [messages[segment.start : segment.end] for segment, _ in chosen]
+
+        async def make(log_index: int, block: BlockInput, span: Sequence[ModelMessage]) -> MementoResult:
+            if block.tokens < _MIN_EVICTABLE_TOKENS and not any(map(_has_binary, span)):
+                return _verbatim(block)  # no memento could be smaller, and no eviction will take it
+            return await self._memento(self._engine_for(log_index, f'the block at message {log_index}'), block, log_index)
+
+        outcomes = await asyncio.gather(
+            *(make(i, b, span) for (_, i), b, span in zip(chosen, inputs, spans, strict=True)),
+            return_exceptions=True,
+        )
+        blocks: list[BlockRecord] = []
+        mementos: list[MementoRecord] = []
+        mentions: list[Mention] = []
+        failures: list[str] = []
+        usage = 0
+        for (_, log_index), block_input, (archived, text), outcome in zip(
+            chosen, inputs, archives, outcomes, strict=True
+        ):
+            if isinstance(outcome, BaseException):
+                if not isinstance(outcome, Exception):
+                    raise outcome
+                failures.append(f'the block at message {log_index}: {type(outcome).__name__}: {outcome}')
+                continue
+            usage += outcome.usage_tokens
+            if failures:  # the archive stays in session order: the newer blocks wait with the failed one
+                continue
+            block, memento = self._records(archived, text, block_input, log_index, outcome)
+            blocks.append(block)
+            mementos.append(memento)
+            mentions.extend(await self._record_mentions(block, memento))
+        report = ArchiveReport(
+            block_ids=tuple(block.id for block in blocks),
+            memento_ids=tuple(memento.id for memento in mementos),
+            verified=sum(memento.verified for memento in mementos),
+            archived_tokens=sum(block.tokens for block in blocks),
+            usage_tokens=usage,
+            failures=tuple(failures),
+        )
+        if blocks:
+            event = SessionEvent(
+                session_id=self.session_id,
+                namespace=self.namespace,
+                kind='archive',
+                payload=report.to_json(),
+                sha256='',
+                block_ids=report.block_ids,
+            )
+            eviction = Eviction(
+                session_id=self.session_id,
+                namespace=self.namespace,
+                blocks=tuple(blocks),
+                mementos=tuple(mementos),
+                mentions=tuple(mentions),
+                events=(event,),
+            )
+            await self.calls(self._write_paged, eviction)
+        return report
+
+    def _archive_inputs(
+        self, messages: list[ModelMessage]
+    ) -> tuple[list[tuple[Segment, int]], list[BlockInput], list[tuple[tuple[ModelMessage, ...], str]]]:
+        """`_unarchived(messages)`, their compressor inputs, and their messages as archived with the text they are
+        found by, once the log holds every message (blocking)."""
+        self.flush_log()
+        chosen = self._unarchived(messages)
+        inputs: list[BlockInput] = []
+        archives: list[tuple[tuple[ModelMessage, ...], str]] = []
+        for originals in self._originals_of([messages[segment.start : segment.end] for segment, _ in chosen]):
+            block_input, text = self._block_input(tuple(originals))
+            inputs.append(block_input)
+            archives.append((tuple(originals), text))
+        return chosen, inputs, archives
+
+    def _unarchived(self, messages: list[ModelMessage]) -> list[tuple[Segment, int]]:
+        """The blocks `archive_completed` archives, oldest first, each with its first log position: those after the
+        last one archived, up to the first that cannot be, so the archive (and its pages) stays in session order."""
+        slots = self._layout(messages)
+        _, through = self._bounds()
+        chosen: list[tuple[Segment, int]] = []
+        for run, kept in self._runs(messages, slots):
+            start = run[0].index
+            if kept:
+                segments = [Segment(0, 1, self.counter.count_message(messages[start]), complete=True)]
+            else:
+                segments = segment_blocks(
+                    messages[start : run[-1].index + 1],
+                    self.counter,
+                    min_tokens=self.policy.min_block_tokens,
+                    max_tokens=self.policy.max_block_tokens,
+                )
+            for segment in segments:
+                absolute = replace(segment, start=segment.start + start, end=segment.end + start)
+                span = messages[absolute.start : absolute.end]
+                first = slots[absolute.start].log_index
+                if first <= through:
+                    continue
+                small = absolute.tokens < _MIN_EVICTABLE_TOKENS and not any(map(_has_binary, span))
+                if _unanswered(span) or (small and not kept and absolute.end == len(messages)):
+                    return chosen  # the last block waits for the next run's end, joined with what follows
+                chosen.append((absolute, first))
+        return chosen
+
+    async def _evict_archived(
+        self, messages: list[ModelMessage], tokens: int, report: CompactionReport, low_water: int
+    ) -> tuple[list[ModelMessage], CompactionReport]:
+        """Stub the oldest blocks the archive holds that are still raw in the context (archived at a run's end, or
+        a session continued from its log) with their stored mementos, down to `low_water`: nothing is compressed,
+        and nothing but the compaction's event is written. A block whose messages no longer hash to its archived
+        bytes stays: its stub would not stand for what the model saw."""
+        chosen: list[tuple[Segment, str]] = []
+        projected = tokens
+        for segment, block_id in self._archived_in_context(messages):
+            if projected <= low_water:
+                break
+            chosen.append((segment, block_id))
+            projected -= segment.tokens - int(segment.tokens * self.engine_ratio()) - _STUB_OVERHEAD_TOKENS
+        if not chosen:
+            return messages, report
+        spans = [messages[segment.start : segment.end] for segment, _ in chosen]
+        stored = await self.calls(self._stored, [block_id for _, block_id in chosen], spans)  # one hop
+        stubs: dict[int, tuple[int, list[ModelMessage]]] = {}
+        kept: list[tuple[BlockRecord, MementoRecord]] = []
+        saving = 0
+        for (segment, _), span, records in zip(chosen, spans, stored, strict=True):
+            if records is None:
+                continue
+            if kept and tokens - saving <= low_water:
+                break
+            block, memento = records
+            info = StubInfo(block.id, memento.id, block.first_message, block.last_message, 1, block.tokens)
+            stub = make_stub(info, memento.text, _timestamp(span[0]), stub_shape(span[0], span[-1]))
+            stub_saving = segment.tokens - self.counter.count_messages(stub)
+            if stub_saving <= 0:
+                continue
+            saving += stub_saving
+            kept.append(records)
+            stubs[segment.start] = (segment.end, stub)
+        if saving < self.policy.min_saving_tokens:
+            return messages, report
+        compaction = CompactionReport(
+            trigger=report.trigger,
+            tokens_before=tokens,
+            tokens_after=tokens - saving,
+            block_ids=tuple(block.id for block, _ in kept),
+            memento_ids=tuple(memento.id for _, memento in kept),
+            verified=sum(memento.verified for _, memento in kept),
+            unverified=sum(not memento.verified for _, memento in kept),
+        )
+        event = SessionEvent(
+            session_id=self.session_id,
+            namespace=self.namespace,
+            kind=report.trigger,
+            payload=compaction.to_json(),
+            sha256='',
+            block_ids=compaction.block_ids,
+        )
+        await self.calls(self.store.append_events, [event])
+        return _splice(messages, stubs), replace(
+            report,
+            block_ids=(*report.block_ids, *compaction.block_ids),
+            memento_ids=(*report.memento_ids, *compaction.memento_ids),
+            verified=report.verified + compaction.verified,
+            unverified=report.unverified + compaction.unverified,
+            archived_tokens=report.archived_tokens + sum(block.tokens for block, _ in kept),
+            memento_tokens=report.memento_tokens + sum(memento.tokens for _, memento in kept),
+        )
+
+    def _archived_in_context(self, messages: list[ModelMessage]) -> list[tuple[Segment, str]]:
+        """Archived blocks whose messages are all raw in the context, oldest first, with their ids: not the last
+        block, nor a message eviction keeps in the context (the first task, a pinned one)."""
+        if not self._archived_spans:
+            return []
+        slots = self._layout(messages)
+        raw = {slot.log_index: slot for run, kept in self._runs(messages, slots) if not kept for slot in run}
+        found: list[tuple[Segment, str]] = []
+        for first in sorted(self._archived_spans):
+            last, block_id = self._archived_spans[first]
+            head, tail = raw.get(first), raw.get(last)
+            if (
+                head is None
+                or tail is None
+                or tail.index - head.index != last - first
+                or tail.index + 1 >= len(messages)
+            ):
+                continue
+            span = messages[head.index : tail.index + 1]
+            found.append((Segment(head.index, tail.index + 1, self.counter.count_messages(span), True), block_id))
+        return found
+
+    def _stored(
+        self, block_ids: Sequence[str], spans: Sequence[Sequence[ModelMessage]]
+    ) -> list[tuple[BlockRecord, MementoRecord] | None]:
+        """Each archived block with its memento, if its live messages (as archived: redacted, micro-compacted parts
+        read back) still hash to the block's bytes; `None` where not (or its memento is gone)."""
+        found: list[tuple[BlockRecord, MementoRecord] | None] = []
+        for block_id, span in zip(block_ids, spans, strict=True):
+            block = self.store.get_block(block_id, namespace=self.namespace, session_id=self.session_id)
+            memento = self.store.memento_of(block_id, namespace=self.namespace, session_id=self.session_id)
+            same = messages_sha256(serialize_messages(self._originals(span))) == block.sha256
+            found.append((block, memento) if same and memento is not None and memento.level == 1 else None)
+        return found
 
     def engine_ratio(self) -> float:
         """The compressor's size target, used to plan how many blocks to evict."""

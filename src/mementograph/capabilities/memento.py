@@ -263,6 +263,16 @@ class MementoCompaction(AbstractCapability[AgentDepsT]):
     evictions still need a lossless archive for `recover_block`, so the run uses a private in-process `memory://`
     store that is dropped when the run ends."""
 
+    archive_at_run_end: bool | Literal['auto'] = 'auto'
+    """At the end of a successful run, archive the session's completed blocks that no eviction archived (the
+    history is left as it is), so `recall` finds a conversation that never passed the high-water mark too -- a chat
+    assistant of many short conversations recalls them all. A later eviction stubs such a block with the memento
+    written then: nothing is compressed twice. The run's last block waits for the next run's end when it is smaller
+    than any memento of it, and never goes with a tool call unanswered (deferred tools). `'auto'` (the default):
+    on with the extractive compressor and a rubric judge (or none), which need no model; off with any other, whose
+    calls a block that is never evicted would cost. With `retention` other than `'permanent'`, never (the archive
+    does not outlive the run). A failure is a `MementoWarning`: the session log holds every message."""
+
     redact: Redactor | None = None
     """Applied to every text before it is archived: the session log, each archived block (user and system prompts,
     instructions, text, tool call arguments, tool returns, metadata, textual attachments), and, derived from those,
@@ -365,6 +375,8 @@ class MementoCompaction(AbstractCapability[AgentDepsT]):
         for name in ('page_index', 'embed_eagerly'):
             if not isinstance(value := getattr(self, name), bool):
                 raise TypeError(f'{name} must be true or false, not {value!r}')
+        if not isinstance(self.archive_at_run_end, bool) and self.archive_at_run_end != 'auto':
+            raise TypeError(f"archive_at_run_end must be true, false or 'auto', not {self.archive_at_run_end!r}")
         if self.max_tokens is not None and self.max_fraction is not None:
             raise ValueError('set max_tokens or max_fraction, not both')
         for name in ('max_tokens', 'context_window', 'fallback_context_window'):
@@ -789,6 +801,7 @@ class MementoCompaction(AbstractCapability[AgentDepsT]):
             raise
         if self.retention == 'permanent':
             await self._log_final(result.all_messages(), ctx)
+            await self._archive_run_end(result.all_messages(), ctx)
         await in_thread(self._end_run)  # waits for the log (bounded) and may delete: off the loop
         return result
 
@@ -800,6 +813,37 @@ class MementoCompaction(AbstractCapability[AgentDepsT]):
             await self._logging_compactor(ctx, messages)
         except Exception as exc:
             self._state.log_error = exc
+
+    def _archives_at_run_end(self) -> bool:
+        """Whether a successful run's end archives its completed blocks (`archive_at_run_end`, `'auto'` resolved)."""
+        if self.retention != 'permanent':
+            return False
+        if self.archive_at_run_end != 'auto':
+            return self.archive_at_run_end
+        deterministic_judge = self.judge in ('default', None) or isinstance(self.judge, RubricJudge)
+        return isinstance(self.compressor, ExtractiveCompressor | None) and deterministic_judge
+
+    async def _archive_run_end(self, messages: list[ModelMessage], ctx: RunContext[AgentDepsT]) -> None:
+        """`archive_at_run_end`: archive what the run completed and no eviction archived; a store or compressor
+        failing is a warning (every store call bounded by `store_timeout`), the run's result is returned as it is."""
+        compactor = self._state.compactor
+        if not self._archives_at_run_end() or compactor is None or self._state.run_id != ctx.run_id:
+            return
+        try:
+            report = await compactor.archive_completed(messages)
+        except Exception as exc:
+            reason = f'could not archive the run at its end: {type(exc).__name__}: {exc}'
+            if isinstance(exc, StoreTimeoutError) and not exc.waited:  # a hang warned about when it began
+                logger.info('mementograph: %s; the session log holds every message', reason)
+                return
+        else:
+            if report.block_ids:
+                self._embed_in_background(compactor.store, compactor.session_id)
+            if not report.failures:
+                return
+            reason = f'blocks left to archive later, the compressor failed on {"; ".join(report.failures)}'
+        logger.warning('mementograph: %s; the session log holds every message', reason)
+        warnings.warn(f'mementograph: {reason}; the session log holds every message', MementoWarning, stacklevel=2)
 
     async def _log_failed_run(self, ctx: RunContext[AgentDepsT]) -> None:
         """Queue what a failed (or cancelled) run added after its last model request (tool results, a response).

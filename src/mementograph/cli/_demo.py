@@ -565,7 +565,13 @@ def run_demo(
     started = time.perf_counter()
     compressor, judge = _engine_parts(model, llm_compressor, llm_judge)
     capability: MementoCompaction[None] = MementoCompaction(
-        store, max_tokens=budget, session_id=session, namespace=namespace, compressor=compressor, judge=judge
+        store,
+        max_tokens=budget,
+        session_id=session,
+        namespace=namespace,
+        compressor=compressor,
+        judge=judge,
+        archive_at_run_end=False,  # the report counts the blocks compaction evicted
     )
     display = Progress(progress, budget)
     recorder = Recorder(store, session, namespace, counter, on_step=display.step)

@@ -244,7 +244,10 @@ def _transcript(args: argparse.Namespace) -> int:
 
 def _compaction_line(kind: str, block_ids: Sequence[str], report: dict[str, Any]) -> str:
     """A compaction event as one line: what it archived and the context before and after, or, for mementos
-    merged into one (which archives nothing new), which mementos went into which."""
+    merged into one (which archives nothing new), which mementos went into which; blocks archived at a run's end
+    (which stay in the context), which."""
+    if kind == 'archive':
+        return f"=== archived at the run's end, kept in the context: {', '.join(block_ids) or '-'} ==="
     if 'into' in report:
         merged = report.get('merged', [])
         return (

@@ -42,8 +42,9 @@ BlockKind = Literal['block', 'part']
 """`block`: a completed block of conversation replaced by a memento; `part`: one large tool result or binary part
 stubbed by micro-compaction (its whole message is archived)."""
 
-EventKind = Literal['message', 'micro', 'auto', 'manual']
-"""Session log entries: a message as it arrived, or a micro / automatic / manual compaction."""
+EventKind = Literal['message', 'micro', 'auto', 'manual', 'archive']
+"""Session log entries: a message as it arrived, a micro / automatic / manual compaction, or blocks archived at the
+end of a run without leaving the context (`MementoCompaction.archive_at_run_end`)."""
 
 
 def _digest(*parts: str, size: int = 24) -> str:

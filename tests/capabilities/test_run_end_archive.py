@@ -1,0 +1,329 @@
+"""`archive_at_run_end`: a conversation that never passes the high-water mark is archived when its run ends, so a
+later conversation recalls it; a later eviction of such a block stubs it with the memento written then (nothing is
+compressed or written twice); the live history is never changed; a failing store or compressor is a warning.
+
+On every backend: memory://, a SQLite file, and the shared Neo4j server (under a namespace of the test's own).
+"""
+
+from __future__ import annotations
+
+import itertools
+import re
+import warnings
+from collections.abc import Iterator
+from dataclasses import dataclass, field
+from pathlib import Path
+
+import pytest
+from pydantic_ai import Agent
+from pydantic_ai.messages import (
+    ModelMessage,
+    ModelRequest,
+    ModelResponse,
+    TextPart,
+    ToolCallPart,
+    ToolReturnPart,
+    UserPromptPart,
+)
+from pydantic_ai.models.function import AgentInfo, FunctionModel
+
+from mementograph import MementoCompaction, MementoWarning, open_store
+from mementograph._messages import deserialize_messages, message_text, serialize_messages
+from mementograph.capabilities._layout import stub_info
+from mementograph.cli._store_commands import event_records
+from mementograph.knowledge_graph.memory import BlockInput, ExtractiveCompressor, LLMCompressor
+from mementograph.knowledge_graph.store import GraphStore, verify_store
+from tests.conftest import open_neo4j
+from tests.reliability._faults import FaultyStore
+
+FACTS = [
+    'my dog is called Zebedee and he is a beagle',
+    'I moved to Lisbon in March for a job at a bakery',
+    'my sister Ottilie plays the cello in an orchestra',
+    'I am allergic to hazelnuts, so no pralines for me',
+    'our wedding anniversary is on the 14th of October',
+    'I drive an old green Volvo estate from 1998',
+    'my favourite book is The Left Hand of Darkness',
+    'I run the Porto half marathon every November',
+    'my daughter Wilhelmina starts school in September',
+    'I keep bees on the roof, three hives so far',
+]
+
+
+@dataclass
+class Backend:
+    store: GraphStore
+    namespace: str
+
+
+@pytest.fixture(params=['memory', 'sqlite', pytest.param('neo4j', marks=pytest.mark.neo4j)])
+def backend(request: pytest.FixtureRequest, tmp_path: Path, unique_namespace: str) -> Iterator[Backend]:
+    if request.param == 'memory':
+        store = open_store('memory://')
+    elif request.param == 'sqlite':
+        store = open_store(f'sqlite://{tmp_path / "memory.db"}')
+    else:
+        store = open_neo4j(request.getfixturevalue('neo4j_server'))
+    try:
+        yield Backend(store, unique_namespace)
+    finally:
+        for session in store.list_sessions(namespace=unique_namespace):  # the shared server keeps what a test wrote
+            store.delete_session(session.id, namespace=unique_namespace)
+        store.close()
+
+
+def _prompt(messages: list[ModelMessage]) -> str:
+    request = next(m for m in reversed(messages) if isinstance(m, ModelRequest))
+    return ' '.join(str(p.content) for p in request.parts if isinstance(p, UserPromptPart))
+
+
+def chat_reply(messages: list[ModelMessage], info: AgentInfo) -> ModelResponse:
+    """An assistant that answers each message at some length (a chat turn of ~100-200 tokens)."""
+    said = _prompt(messages)
+    return ModelResponse(
+        parts=[
+            TextPart(
+                f'Thank you for telling me that {said.removeprefix("Remember: ")}. I will keep it in mind when we '
+                'talk again, and I can bring it up whenever it helps: plans, gifts, travel, the calendar. '
+                'Is there anything else about it you would like me to note down, such as dates or names?'
+            )
+        ]
+    )
+
+
+async def chat(
+    store: GraphStore, namespace: str, prompts: list[str], *, model: FunctionModel | None = None, **settings: object
+) -> list[ModelMessage]:
+    """One conversation as a chat app runs it: a run per message, each continuing the last (`message_history`)."""
+    capability = MementoCompaction(store, namespace=namespace, **settings)  # type: ignore[arg-type]
+    agent = Agent(model or FunctionModel(chat_reply), capabilities=[capability])
+    history: list[ModelMessage] | None = None
+    for prompt in prompts:
+        history = (await agent.run(prompt, message_history=history)).all_messages()
+    assert history is not None
+    return history
+
+
+def session_of(history: list[ModelMessage]) -> str:
+    conversation = history[0].conversation_id if isinstance(history[0], ModelRequest) else None
+    assert conversation
+    return conversation
+
+
+def originals(history: list[ModelMessage]) -> list[ModelMessage]:
+    return [m for m in history if stub_info(m) is None]
+
+
+def archive_events(store: GraphStore, session: str, namespace: str) -> list[tuple[str, ...]]:
+    return [e.block_ids for e in store.read_events(session, namespace=namespace) if e.kind == 'archive']
+
+
+def assert_whole(store: GraphStore, session: str, namespace: str) -> None:
+    """Verified, no block twice, no two blocks sharing a message, one memento per block."""
+    report = verify_store(store, namespace=namespace, session_id=session)
+    assert report.ok, report.problems
+    blocks = sorted(store.list_blocks(namespace=namespace, session_id=session), key=lambda b: b.first_message)
+    assert len({b.id for b in blocks}) == len(blocks)
+    assert all(b.last_message < after.first_message for b, after in itertools.pairwise(blocks))
+    level_one = [m for m in store.list_mementos(namespace=namespace, session_id=session) if m.level == 1]
+    assert sorted(s for m in level_one for s in m.summarizes) == sorted(b.id for b in blocks)
+
+
+class Recaller:
+    """A new conversation's model: `recall(query)`, then `recover_block` of the first hit, then an answer."""
+
+    def __init__(self, query: str) -> None:
+        self.query = query
+        self.returns: dict[str, str] = {}
+
+    def __call__(self, messages: list[ModelMessage], info: AgentInfo) -> ModelResponse:
+        for message in messages:
+            for part in message.parts:
+                if isinstance(part, ToolReturnPart):
+                    self.returns[part.tool_call_id] = str(part.content)
+        if 'recall' not in self.returns:
+            return ModelResponse(parts=[ToolCallPart('recall', {'query': self.query}, tool_call_id='recall')])
+        if 'recover' not in self.returns:
+            found = re.search(r'recover_block\("((?:blk|mem)_[0-9a-f]+)"\)', self.returns['recall'])
+            assert found, self.returns['recall']
+            return ModelResponse(
+                parts=[ToolCallPart('recover_block', {'block_id': found.group(1)}, tool_call_id='recover')]
+            )
+        return ModelResponse(parts=[TextPart('Found it.')])
+
+
+async def test_a_short_chat_is_archived_at_its_end_and_recalled_from_a_new_session(backend: Backend) -> None:
+    store, ns = backend.store, backend.namespace
+    history = await chat(store, ns, [f'Remember: {fact}.' for fact in FACTS], max_tokens=50_000)
+    session = session_of(history)
+
+    # never past the mark: nothing evicted, the history is the run's own, and yet every message is archived
+    assert all(stub_info(m) is None for m in history)
+    blocks = sorted(store.list_blocks(namespace=ns, session_id=session), key=lambda b: b.first_message)
+    assert blocks and blocks[0].first_message == 0 and blocks[-1].last_message == len(history) - 1
+    for block in blocks:  # byte for byte what the run's history holds at those positions
+        recovered = store.recover_block(block.id, namespace=ns, session_id=session)
+        assert serialize_messages(recovered.messages) == serialize_messages(
+            history[block.first_message : block.last_message + 1]
+        )
+    assert [id for ids in archive_events(store, session, ns) for id in ids] == [b.id for b in blocks]
+    exported = [r for r in event_records(store, ns, session) if r['kind'] == 'archive']  # `export --events`
+    assert [block_id for r in exported for block_id in r['block_ids']] == [b.id for b in blocks]
+    assert_whole(store, session, ns)
+
+    # a new conversation (its own session) recalls it
+    recaller = Recaller('Zebedee beagle')
+    capability = MementoCompaction(store, namespace=ns, max_tokens=50_000, recall_scope='namespace')
+    await Agent(FunctionModel(recaller), capabilities=[capability]).run('What is my dog called?')
+    assert recaller.returns['recall'].startswith('1. recover_block(')
+    assert 'Zebedee' in recaller.returns['recover'] and 'sha256 verified' in recaller.returns['recover']
+
+
+async def test_a_run_end_archive_then_an_eviction_compresses_nothing_twice(backend: Backend) -> None:
+    store, ns = backend.store, backend.namespace
+    compressor = CountingCompressor()
+    settings: dict[str, object] = {'max_tokens': 2_500, 'compressor': compressor, 'archive_at_run_end': True}
+    first = await chat(store, ns, [f'Remember: {fact}.' for fact in FACTS[:4]], **settings)
+    session = session_of(first)
+    archived = {b.id for b in store.list_blocks(namespace=ns, session_id=session)}
+    assert archived and all(stub_info(m) is None for m in first)
+    made = [m.compressor for m in store.list_mementos(namespace=ns, session_id=session)]
+    assert len(compressor.texts) == made.count('counting') and made.count('verbatim') == 1  # the first task's
+
+    # the conversation goes on past the mark: the blocks archived at the run ends are evicted as they were
+    capability = MementoCompaction(store, namespace=ns, **settings)  # type: ignore[arg-type]
+    agent = Agent(FunctionModel(chat_reply), capabilities=[capability])
+    history = first
+    for fact in FACTS[4:]:
+        history = (
+            await agent.run(f'Remember: {fact}. ' + 'And one more detail. ' * 60, message_history=history)
+        ).all_messages()
+    stubbed = {info.target_id for m in history if (info := stub_info(m)) is not None and info.level == 1}
+    assert stubbed & archived, 'the eviction should have stubbed blocks archived at a run end'
+    assert len(compressor.texts) == len(set(compressor.texts)), 'a block was compressed twice'
+    # every archived block's memento is the one written first, and the log names each eviction of them once
+    events = [e for e in store.read_events(session, namespace=ns) if e.kind in ('auto', 'manual')]
+    evicted = [block_id for e in events for block_id in e.block_ids]
+    assert len(evicted) == len(set(evicted)) and stubbed <= set(evicted) | {
+        b for m in store.list_mementos(namespace=ns, session_id=session) for b in m.summarizes
+    }
+    assert_whole(store, session, ns)
+    # what the model sees of such a block is its stored memento
+    shown: dict[str, str] = {}
+    for message in history:
+        info = stub_info(message)
+        if info is not None and info.target_id in archived:
+            shown[info.memento_id] = shown.get(info.memento_id, '') + message_text(message)
+    for memento_id, text in shown.items():
+        assert store.get_memento(memento_id, namespace=ns, session_id=session).text in text
+
+
+@dataclass
+class CountingCompressor:
+    """The extractive compressor, recording the text of every block it is asked to compress (not refinements or
+    merges)."""
+
+    inner: ExtractiveCompressor = field(default_factory=ExtractiveCompressor)
+    name: str = 'counting'
+    target_ratio: float = 0.15
+    texts: list[str] = field(default_factory=list[str])
+
+    async def compress(self, block: BlockInput, *, feedback: str | None = None, previous: str | None = None) -> str:
+        if previous is None and not block.merges:
+            self.texts.append(block.text)
+        return await self.inner.compress(block, feedback=feedback, previous=previous)
+
+
+async def test_off_archives_nothing_below_the_mark(backend: Backend) -> None:
+    store, ns = backend.store, backend.namespace
+    history = await chat(
+        store, ns, [f'Remember: {fact}.' for fact in FACTS[:3]], max_tokens=50_000, archive_at_run_end=False
+    )
+    session = session_of(history)
+    assert store.list_blocks(namespace=ns, session_id=session) == []
+    assert archive_events(store, session, ns) == []
+    assert [e.kind for e in store.read_events(session, namespace=ns)] == ['message'] * len(history)
+
+
+def test_auto_is_on_only_when_archiving_needs_no_model() -> None:
+    assert MementoCompaction('memory://')._archives_at_run_end()
+    assert MementoCompaction('memory://', compressor=ExtractiveCompressor())._archives_at_run_end()
+    assert not MementoCompaction(
+        'memory://', compressor=LLMCompressor(FunctionModel(chat_reply))
+    )._archives_at_run_end()
+    assert MementoCompaction(
+        'memory://', compressor=LLMCompressor(FunctionModel(chat_reply)), archive_at_run_end=True
+    )._archives_at_run_end()
+    assert not MementoCompaction('memory://', retention='run', archive_at_run_end=True)._archives_at_run_end()
+    with pytest.raises(TypeError, match='archive_at_run_end'):
+        MementoCompaction('memory://', archive_at_run_end='yes')  # type: ignore[arg-type]
+
+
+async def test_a_deferred_tool_call_is_not_archived(backend: Backend) -> None:
+    store, ns = backend.store, backend.namespace
+    from pydantic_ai import DeferredToolRequests
+
+    def model(messages: list[ModelMessage], info: AgentInfo) -> ModelResponse:
+        if len(messages) == 1:
+            return ModelResponse(parts=[TextPart('Noted, Zebedee the beagle. ' * 12)])
+        return ModelResponse(parts=[ToolCallPart('book_vet', {'dog': 'Zebedee'}, tool_call_id='vet')])
+
+    capability = MementoCompaction(store, namespace=ns, max_tokens=50_000)
+    agent = Agent(FunctionModel(model), capabilities=[capability], output_type=[str, DeferredToolRequests])
+
+    @agent.tool_plain(requires_approval=True)
+    def book_vet(dog: str) -> str:
+        """Book the vet."""
+        return f'booked for {dog}'
+
+    first = await agent.run('Remember: my dog is called Zebedee.')
+    ask = 'Book him a vet appointment, any weekday morning, at the practice on Rua Augusta. ' * 4  # not small
+    result = await agent.run(ask, message_history=first.all_messages())
+    assert isinstance(result.output, DeferredToolRequests)
+    history = result.all_messages()
+    session = session_of(history)
+    blocks = store.list_blocks(namespace=ns, session_id=session)
+    assert blocks and max(b.last_message for b in blocks) < len(history) - 1  # the pending call stays out
+    assert not any('book_vet' in b.messages_json.decode() for b in blocks)
+    assert_whole(store, session, ns)
+
+
+@pytest.mark.parametrize('failing', ['store', 'compressor'])
+async def test_a_failure_at_the_run_end_is_a_warning_and_the_log_is_whole(backend: Backend, failing: str) -> None:
+    store, ns = backend.store, backend.namespace
+    archive = lambda eviction: any(event.kind == 'archive' for event in eviction.events)  # noqa: E731
+    faulty = FaultyStore(store, 'inside', times=100, when=archive)  # its transaction fails: nothing is written
+
+    class Refusing(ExtractiveCompressor):
+        async def compress(self, block: BlockInput, *, feedback: str | None = None, previous: str | None = None) -> str:
+            raise RuntimeError('the compressor is down')
+
+    settings: dict[str, object] = {'max_tokens': 50_000, 'archive_at_run_end': True}
+    if failing == 'compressor':
+        settings['compressor'] = Refusing()
+    with warnings.catch_warnings(record=True) as caught:
+        warnings.simplefilter('always')
+        history = await chat(
+            faulty if failing == 'store' else store,
+            ns,
+            ['Remember: my dog is Zebedee.', 'Remember: my cat is Mog.'],
+            **settings,
+        )  # type: ignore[arg-type]
+    said = [str(w.message) for w in caught if issubclass(w.category, MementoWarning)]
+    assert said and all('the session log holds every message' in s for s in said), said
+    assert ('could not archive the run' if failing == 'store' else 'the compressor failed') in said[0]
+    session = session_of(history)
+    assert history[-1].parts[0].content.startswith('Thank you')  # type: ignore[union-attr]
+    # nothing archived but, with the compressor down, the first task (too small to compress: its own memento)
+    assert [b.last_message for b in store.list_blocks(namespace=ns, session_id=session)] == (
+        [] if failing == 'store' else [0]
+    )
+    logged = [e for e in store.read_events(session, namespace=ns) if e.kind == 'message']
+    assert [deserialize_messages(e.payload)[0] for e in logged] == originals(history)
+
+    # the next run's end archives what this one could not: nothing is lost
+    capability = MementoCompaction(store, namespace=ns, max_tokens=50_000)
+    await Agent(FunctionModel(chat_reply), capabilities=[capability]).run('And a cat.', message_history=history)
+    blocks = store.list_blocks(namespace=ns, session_id=session)
+    assert blocks and min(b.first_message for b in blocks) == 0
+    assert_whole(store, session, ns)
