@@ -92,6 +92,6 @@ async def test_a_chat_at_either_end_of_the_calendar_is_evicted_and_archived_exac
     for block in blocks:
         recovered = store.recover_block(block.id, namespace=namespace, session_id='s')
         assert serialize_messages(recovered.messages) == serialize_messages(
-            history[block.first_message : block.last_message + 1]
+            log[block.first_message : block.last_message + 1]  # the run's own turn too, archived at its end
         )
     assert verify_store(store, namespace=namespace, session_id='s').ok

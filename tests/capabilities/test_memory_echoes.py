@@ -84,9 +84,13 @@ def _small_talk(turn: int) -> str:
     )
 
 
-async def _chat(backend: Backend) -> tuple[Agent[None, str], list[ModelMessage]]:
+async def _chat(backend: Backend, archive_at_run_end: bool) -> tuple[Agent[None, str], list[ModelMessage]]:
     capability: MementoCompaction[None] = MementoCompaction(
-        backend.store, max_tokens=1_200, session_id='chat', namespace=backend.namespace
+        backend.store,
+        max_tokens=1_200,
+        session_id='chat',
+        namespace=backend.namespace,
+        archive_at_run_end=archive_at_run_end,
     )
     agent: Agent[None, str] = Agent(FunctionModel(_reply), capabilities=[capability])
     history: list[ModelMessage] = []
@@ -113,8 +117,14 @@ def _blocks_holding(backend: Backend) -> tuple[str, list[str]]:
     return said, quoting
 
 
-async def test_recall_finds_where_a_fact_was_said_not_where_a_memory_tool_quoted_it(backend: Backend) -> None:
-    agent, history = await _chat(backend)
+@pytest.mark.parametrize('archive_at_run_end', [False, True], ids=['evicted', 'archived-at-run-ends'])
+async def test_recall_finds_where_a_fact_was_said_not_where_a_memory_tool_quoted_it(
+    backend: Backend, archive_at_run_end: bool
+) -> None:
+    """Evicted, the call and its answer make a block of their own; archived at each run's end, the short turn that
+    called `recall` waits to be joined with the next one: either way only the block where the fact was said is
+    found by it."""
+    agent, history = await _chat(backend, archive_at_run_end)
     store, ns = backend.store, backend.namespace
     said, quoting = _blocks_holding(backend)
     quoted = quoting[0]
@@ -127,10 +137,10 @@ async def test_recall_finds_where_a_fact_was_said_not_where_a_memory_tool_quoted
         assert said in found and not set(quoting) & found, (word, found)
     keys = {entity.key for entity, _ in store.entities_of(quoted, namespace=ns)}
     assert not any(word.lower() in key for key in keys for word in QUOTED), keys
-    # the call and its answer made a block of their own: its memento says what was called and what it pointed to
     memento, source = (store.memento_of(b, namespace=ns, session_id='chat') for b in (quoted, said))
     assert memento is not None and source is not None
-    assert memento.text.startswith('RESULT: The memory tools were called: recall (') and source.id in memento.text
+    if not archive_at_run_end:  # a block of the call and its answer: its memento names the call and what it found
+        assert memento.text.startswith('RESULT: The memory tools were called: recall (') and source.id in memento.text
     assert not any(word in memento.text for word in QUOTED), memento.text
     for page in store.list_pages(namespace=ns, session_id='chat'):
         if said not in page.block_ids:

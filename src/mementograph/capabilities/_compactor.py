@@ -1143,9 +1143,7 @@ class SessionCompactor:
 
     # -- archiving without evicting -------------------------------------------------------------------------------
 
-    def _block_input(
-        self, block_messages: tuple[ModelMessage, ...], room: int | None = None
-    ) -> tuple[BlockInput, str]:
+    def _block_input(self, block_messages: tuple[ModelMessage, ...], room: int | None = None) -> tuple[BlockInput, str]:
         """A block's compressor input, and the text it is found by (its full-text and entity text).
 
         Both are made from `searchable_messages`: not the memory tools' answers, which quote the archive; a block of
@@ -1223,7 +1221,9 @@ class SessionCompactor:
         async def make(log_index: int, block: BlockInput, span: Sequence[ModelMessage]) -> MementoResult:
             if block.tokens < _MIN_EVICTABLE_TOKENS and not any(map(_has_binary, span)):
                 return _verbatim(block)  # no memento could be smaller, and no eviction will take it
-            return await self._memento(self._engine_for(log_index, f'the block at message {log_index}'), block, log_index)
+            return await self._memento(
+                self._engine_for(log_index, f'the block at message {log_index}'), block, log_index
+            )
 
         outcomes = await asyncio.gather(
             *(make(i, b, span) for (_, i), b, span in zip(chosen, inputs, spans, strict=True)),

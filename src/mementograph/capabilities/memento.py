@@ -829,8 +829,12 @@ class MementoCompaction(AbstractCapability[AgentDepsT]):
         compactor = self._state.compactor
         if not self._archives_at_run_end() or compactor is None or self._state.run_id != ctx.run_id:
             return
+        if self._state.log_error is not None:  # the log lacks messages: the run's end says which, and why
+            return
         try:
             report = await compactor.archive_completed(messages)
+        except RedactionError:  # warned about by the log, whose messages wait with it; the run's end counts them
+            return
         except Exception as exc:
             reason = f'could not archive the run at its end: {type(exc).__name__}: {exc}'
             if isinstance(exc, StoreTimeoutError) and not exc.waited:  # a hang warned about when it began
