@@ -33,6 +33,7 @@ from ..knowledge_graph.store import NEO4J_SCHEMES, GraphStore, NotFoundError, St
 from ..knowledge_graph.store._cypher import EXAMPLE_QUERIES
 from ._commands import add_command
 from ._common import CliError, add_store_options, check_output_path, emit, store_from
+from ._interrupt import run_cancellable
 from ._progress import stderr_console
 from ._query import render_table
 
@@ -573,7 +574,7 @@ def run_demo(
         try:
             agent = build_agent(workspace, policy, model, MeteredCompaction(capability, recorder=recorder))
             with display:
-                result = agent.run_sync('Make every test under tests/ pass.')
+                result = run_cancellable(agent.run('Make every test under tests/ pass.'))
         except Exception as exc:
             if model is None:
                 raise  # the scripted run failing is a bug: keep the traceback
