@@ -2,9 +2,8 @@
 
 An interrupt raised inside the run's task used to end the task while the event loop was stopped, so anyio's worker
 threads (the demo's sync tools run in them; not daemons) never got the stop scheduled for the task's end, and the
-interpreter waited for them at exit for ever, after printing `mementograph: interrupted`. Raised in a callback of
-a Rust or C extension (pydantic-core building a schema), it came back as another error, which a handler that keeps
-the run alive could swallow, and the run went on to its end with exit 0.
+interpreter waited for them at exit for ever, after printing `mementograph: interrupted`. The first Ctrl-C now
+cancels the run's task instead (`mementograph.cli._interrupt`).
 
 The interrupts here are real SIGINTs, sent at well-defined points of the run: by the process itself from the
 demo's progress callback of a chosen request (`_ctrl_c_demo`, the same place every time), and by the test, as a

@@ -4,8 +4,9 @@ Python raises `KeyboardInterrupt` wherever the main thread is when SIGINT arrive
 can be anywhere, and several are fatal for an exit: raised inside the run's task, it ends the task while the event
 loop is stopped, so anyio's worker threads (not daemons; pydantic-ai runs sync tools and sync model functions in
 them) never get the stop their task's end schedules, and the interpreter waits for them at exit for ever; raised in
-a Python callback of a Rust or C extension (pydantic-core building a schema), it comes back as another exception,
-which a "never crash the run" handler then swallows, and the run goes on to its end.
+a Python callback of a Rust or C extension, it comes back as another exception (pydantic-core building a schema
+while the demo's modules load returns it as `SchemaError`: a traceback and exit 1), which the run's "never crash
+the run" handlers (`except Exception`) would take for a failure to work around.
 
 So while a command runs, the first Ctrl-C of an agent run cancels the run's task (at an `await`, as `asyncio.run`
 does): its cleanup runs (the session log is flushed, nothing half-applied stays in the context) and the command
