@@ -87,6 +87,7 @@ from ._layout import (
     stub_shape,
 )
 from ._logwriter import SessionLogWriter
+from ._merges import split_merged
 
 __all__ = ('ArchiveReport', 'CompactionPolicy', 'CompactionReport', 'SessionCompactor', 'Trigger')
 
@@ -446,6 +447,94 @@ class SessionCompactor:
                 resumed = slot.index == len(messages) - 1 and isinstance(message, ModelRequest)
                 return resumed and self._logged_text(last) == message_text(self._originals([message])[0])
         return False
+
+    def unmerged(self, messages: Sequence[ModelMessage]) -> list[ModelMessage] | None:
+        """`messages` with the requests pydantic-ai merged from consecutive logged ones taken apart again
+        (`_merges`), when only so the history continues the session's log; `None` when it continues it as it is,
+        or not at all (a new conversation, a branch). Before the run's first `log`: it finds where the history
+        starts in the log (`log_base`) when it continues the log, and the history it returns is the one to lay out.
+        """
+        if self._base is not None or not messages:
+            return None
+        last = self.store.last_message_index(self.session_id, namespace=self.namespace)
+        if last < 0:
+            self._base, self._logged_through = 0, last
+            return None
+        if stub_info(messages[0]) is not None:
+            starts = [0]
+        else:
+            sha = self._logged_sha(messages[0])
+            starts = self.store.message_indices_of(self.session_id, sha, namespace=self.namespace)
+        for start in starts:
+            if self._reaches_tail(messages, start, last):
+                self._base, self._logged_through = start, last
+                return None
+        # a merge drops the run id every request of a run carries: without one, the history is a branch
+        if not any(isinstance(message, ModelRequest) and message.run_id is None for message in messages):
+            return None
+        for start in starts:
+            split = self._taken_apart(messages, start, last)
+            if split is not None:
+                self._base, self._logged_through = start, last
+                return split
+        return None
+
+    def _taken_apart(self, messages: Sequence[ModelMessage], start: int, last: int) -> list[ModelMessage] | None:
+        """`messages` laid out from `start`, each message as logged or a merge of logged requests taken apart, if
+        that reaches the log's last message and takes something apart (one read of the log from `start`)."""
+        events = {
+            event.message_index: event
+            for event in self.store.read_events(self.session_id, namespace=self.namespace, since_seq=start)
+            if event.kind == 'message' and event.message_index is not None
+        }
+        out: list[ModelMessage] = []
+        position, changed = start, False
+        for index, message in enumerate(messages):
+            if position > last:
+                out += messages[index:]
+                break
+            info = stub_info(message)
+            if info is not None:
+                out.append(message)
+                position = max(position, info.last_message + 1)
+                continue
+            event = events.get(position)
+            if event is None:
+                return None
+            if self._logged_sha(message) == event.sha256:
+                out.append(message)
+                position += 1
+                continue
+            split = self._merged_from(message, events, position, last)
+            if split is None:
+                return None
+            out += split
+            position += len(split)
+            changed = True
+        return out if changed and position > last else None
+
+    def _merged_from(
+        self, message: ModelMessage, events: dict[int, SessionEvent], position: int, last: int
+    ) -> list[ModelRequest] | None:
+        """The logged requests from `position` on that `message` merges, taken apart, each checked against its
+        logged sha256 (one request: its parts put back in their logged order)."""
+        if not isinstance(message, ModelRequest):
+            return None
+        logged: list[ModelMessage] = []
+        for at in range(position, last + 1):
+            event = events.get(at)
+            original = None if event is None else deserialize_messages(event.payload)[0]
+            if not isinstance(original, ModelRequest):
+                return None
+            logged.append(original)
+            parts = sum(len(m.parts) for m in logged)
+            if parts < len(message.parts):
+                continue
+            split = split_merged(message, logged) if parts == len(message.parts) else None
+            if split is None or any(self._logged_sha(m) != events[position + i].sha256 for i, m in enumerate(split)):
+                return None
+            return split
+        return None
 
     def _logged_text(self, position: int) -> str | None:
         """The text of the message the log holds at `position` (its events from that `seq` on: a message's `seq`

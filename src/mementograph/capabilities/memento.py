@@ -28,7 +28,7 @@ import logging
 import os
 import threading
 import warnings
-from collections.abc import Awaitable, Callable
+from collections.abc import Awaitable, Callable, Sequence
 from concurrent.futures import Future
 from dataclasses import KW_ONLY, dataclass, field, replace
 from datetime import tzinfo
@@ -182,6 +182,8 @@ class _RunState:
     warned: set[str] = field(default_factory=set[str])
     """Reasons for a skip already warned about in this run: a failure that lasts is warned about once, then logged at
     INFO (each skip still emits its event)."""
+    history_read: bool = False
+    """The run's history was read against the session's log (`SessionCompactor.unmerged`), at its first request."""
     history: list[ModelMessage] | None = None
     """The run's own history list (`ctx.messages` of its requests), which pydantic-ai goes on appending to: what a
     failed run did after its last request is read off it."""
@@ -648,27 +650,32 @@ class MementoCompaction(AbstractCapability[AgentDepsT]):
         state.run_id = ctx.run_id
         high = max(1, self.high_water(ctx) - state.page_index_tokens)
         if state.compactor is None:
-            self._reopen_if_replaced()
-            encoding = self.encoding or encoding_for_model(getattr(ctx.model, 'model_name', None))
-            counter = TokenCounter(encoding, defer_loading=True)  # the log goes on without a tokenizer
-            judge: Judge | None = RubricJudge() if self.judge == 'default' else self.judge
-            engine = MementoEngine(compressor=self.compressor or ExtractiveCompressor(), judge=judge)
-            state.compactor = SessionCompactor(
-                store=self.graph_store,
-                session_id=self.resolve_session_id(ctx),
-                namespace=self.namespace,
-                counter=counter,
-                engine=engine,
-                policy=self._policy(high),
-                mentions=self.mentions or default_mention_extractor(),
-                redact=self.redact,
-                zone=self._zone,
-                calls=self.store_calls(),
-                compress_timeout=self.compress_timeout,
+            state.compactor = self._new_compactor(
+                self.resolve_session_id(ctx), getattr(ctx.model, 'model_name', None), high, self.store_calls()
             )
         elif state.compactor.policy.high_water_tokens != high:
             state.compactor.policy = self._policy(high)
         return state.compactor
+
+    def _new_compactor(self, session_id: str, model_name: str | None, high: int, calls: StoreCalls) -> SessionCompactor:
+        self._reopen_if_replaced()
+        encoding = self.encoding or encoding_for_model(model_name)
+        counter = TokenCounter(encoding, defer_loading=True)  # the log goes on without a tokenizer
+        judge: Judge | None = RubricJudge() if self.judge == 'default' else self.judge
+        engine = MementoEngine(compressor=self.compressor or ExtractiveCompressor(), judge=judge)
+        return SessionCompactor(
+            store=self.graph_store,
+            session_id=session_id,
+            namespace=self.namespace,
+            counter=counter,
+            engine=engine,
+            policy=self._policy(high),
+            mentions=self.mentions or default_mention_extractor(),
+            redact=self.redact,
+            zone=self._zone,
+            calls=calls,
+            compress_timeout=self.compress_timeout,
+        )
 
     def _policy(self, high: int) -> CompactionPolicy:
         return CompactionPolicy(
@@ -804,6 +811,38 @@ class MementoCompaction(AbstractCapability[AgentDepsT]):
             await self._archive_run_end(result.all_messages(), ctx)
         await in_thread(self._end_run)  # waits for the log (bounded) and may delete: off the loop
         return result
+
+    async def log_history(self, messages: Sequence[ModelMessage]) -> int:
+        """Append to the session's log what it does not hold yet of `messages`, a finished run's
+        `all_messages()`; returns how many messages were appended. Raises the store's error, or
+        `StoreTimeoutError` when the store has not answered within `store_timeout`.
+
+        Every run logs its history itself, with one exception: `Agent.run_stream` with structured output (an
+        output tool) adds its closing request (the output tool's `'Final result processed.'` return, and the returns
+        of the other tool calls of the last response) to the stream's own history only, after every hook of the run
+        has run, so no capability ever sees it. After such a stream, `await memento.log_history(result.all_messages())`
+        logs it. A later run that continues the conversation (`message_history`) would log it too, and neither
+        logs anything twice: the history is placed in the log as a run's is (a continuation goes on from the log's
+        last message, anything else after it).
+
+        The session is `session_id`, else the history's `conversation_id`. With `retention` `'run'` or `'none'` the
+        session is not kept after its run, and nothing is written.
+        """
+        return await StoreCalls(self.store_timeout)(self.log_history_sync, messages)
+
+    def log_history_sync(self, messages: Sequence[ModelMessage]) -> int:
+        """`log_history`, blocking (for `run_stream_sync`): the store's answer is waited for up to `store_timeout`
+        for the log's writes, without a bound for where the log stands."""
+        if self.retention != 'permanent' or not messages:
+            return 0
+        conversation = next((m.conversation_id for m in reversed(messages) if m.conversation_id), None)
+        session = self.session_id or conversation or 'default'
+        high = self.max_tokens or self._mark(self.context_window or self.fallback_context_window)
+        compactor = self._new_compactor(session, None, max(1, high), StoreCalls(self.store_timeout))
+        try:
+            return compactor.sync_log(compactor.unmerged(messages) or messages)
+        finally:
+            compactor.close()
 
     async def _log_final(self, messages: list[ModelMessage], ctx: RunContext[AgentDepsT]) -> None:
         """Queue the messages the log does not hold yet; even while the store hangs, they are queued (and written
@@ -946,7 +985,7 @@ class MementoCompaction(AbstractCapability[AgentDepsT]):
         """Log new messages; past the high-water mark, compact (archive first, then rewrite the history)."""
         try:
             _stamp_pending_request(ctx)
-            compactor = await self._logging_compactor(ctx, ctx.messages)
+            compactor = await self._logging_compactor(ctx, ctx.messages, own_history=True)
             self._state.history = ctx.messages
             tokens = compactor.tokens(ctx.messages, exact_above=compactor.policy.high_water_tokens)
         except Exception as exc:
@@ -964,14 +1003,25 @@ class MementoCompaction(AbstractCapability[AgentDepsT]):
         self._warn_near_limit(ctx, tokens)
         return request_context
 
-    async def _logging_compactor(self, ctx: RunContext[AgentDepsT], messages: list[ModelMessage]) -> SessionCompactor:
+    async def _logging_compactor(
+        self, ctx: RunContext[AgentDepsT], messages: list[ModelMessage], *, own_history: bool = False
+    ) -> SessionCompactor:
         """This run's compactor with `messages` queued for the session log. Making it opens the store, so that (and
-        the first read of where the log stands) happens off the loop, bounded by `store_timeout`."""
+        the first read of where the log stands) happens off the loop, bounded by `store_timeout`.
+
+        In the run's `own_history` (`ctx.messages`), requests pydantic-ai merged from logged ones are taken apart
+        first (`SessionCompactor.unmerged`), so a conversation carried on for a third run is not logged again: the
+        model still gets them merged (pydantic-ai merges the request it sends)."""
         state = self._state
         if state.compactor is not None and state.run_id == ctx.run_id:
             compactor = self.compactor(ctx)  # no store I/O: the mark may follow the page index's size
         else:
             compactor = await self.store_calls()(self.compactor, ctx)
+        if own_history and not self._state.history_read:  # `compactor` may have begun a new state
+            self._state.history_read = True
+            split = await self.store_calls()(compactor.unmerged, messages)
+            if split is not None:
+                messages[:] = split
         await compactor.log(messages)
         return compactor
 

@@ -10,10 +10,8 @@ import os
 import sys
 from collections.abc import Sequence
 
-from .._tokens import TokenizerUnavailableError
-from ..knowledge_graph.store import BlockIntegrityError, NotFoundError, StoreError
 from ._commands import COMMANDS
-from ._common import CliError
+from ._interrupt import catch_interrupts, forget_unhandled_interrupt, interrupted
 
 __all__ = ('build_parser', 'main')
 
@@ -70,11 +68,34 @@ def main(argv: Sequence[str] | None = None) -> int:
     # print that line beside ours, which already says what failed.
     logging.getLogger('neo4j').addHandler(logging.NullHandler())
     argv = sys.argv[1:] if argv is None else argv
-    try:  # importing a command's module (pydantic-ai for `demo`) takes a second or two: Ctrl-C may come then
-        parser = build_parser(_command_of(argv))
-    except KeyboardInterrupt:
-        return _fail(argparse.Namespace(), 'interrupted', '', 130)
-    args, extras = parser.parse_known_args(argv)
+    args = argparse.Namespace()
+    with catch_interrupts():
+        try:
+            code = _run(argv, args)
+        except KeyboardInterrupt:
+            pass
+        except Exception:
+            if not interrupted():  # a bug: keep the traceback
+                raise
+            # an extension turned the interrupt into an error of its own
+        else:
+            if code == 130 or not interrupted():  # 130: `_fail` said so already
+                return code
+            # something swallowed the interrupt, and the command went on to its end
+        return _fail(args, 'interrupted', '', 130)
+
+
+def _run(argv: Sequence[str], args: argparse.Namespace) -> int:
+    """Parse `argv` into `args` and run the command it names; user errors print one line and return a non-zero
+    exit code."""
+    # imported here, not with this module: until `main` has begun, Ctrl-C would end the process with a traceback
+    from .._tokens import TokenizerUnavailableError
+    from ..knowledge_graph.store import BlockIntegrityError, NotFoundError, StoreError
+    from ._common import CliError
+
+    # importing a command's module (pydantic-ai for `demo`) takes a second or two: Ctrl-C may come then
+    parser = build_parser(_command_of(argv))
+    _, extras = parser.parse_known_args(argv, namespace=args)
     if extras:  # argparse would print the top level's usage; the subcommand's says what it does take
         _subcommand_parser(parser, args.command).error(f'unrecognized arguments: {" ".join(extras)}')
     try:
@@ -90,8 +111,6 @@ def main(argv: Sequence[str] | None = None) -> int:
         return _fail(args, 'check failed', f'{exc} (`mementograph export` writes its bytes as they are, marked)', 4)
     except (StoreError, TokenizerUnavailableError, ValueError, OSError) as exc:
         return _fail(args, 'error', str(exc), 1)
-    except KeyboardInterrupt:
-        return _fail(args, 'interrupted', '', 130)
     try:  # output still buffered meets a closed pipe here, not at interpreter exit (an unraisable error then)
         sys.stdout.flush()
     except BrokenPipeError:
@@ -106,7 +125,14 @@ _JSON_ERROR_KINDS: dict[int, str] = {2: 'bad_argument', 3: 'not_found', 4: 'chec
 
 def _fail(args: argparse.Namespace, kind: str, message: str, code: int) -> int:
     """Report a failed command: one line on stderr, and under `--json` also an `{"error": ...}` object on stdout,
-    so a script that parses the output reads why it got no answer instead of failing on an empty document."""
+    so a script that parses the output reads why it got no answer instead of failing on an empty document.
+
+    After an interrupt, whatever failure it caused is reported as the interrupt (exit 130): a store call cut short
+    fails with the store's error, but what the user needs to read is that they stopped the command."""
+    if interrupted():
+        kind, message, code = 'interrupted', '', 130
+    if code == 130:
+        forget_unhandled_interrupt()
     print(f'mementograph: {kind}: {message}' if message else f'mementograph: {kind}', file=sys.stderr)
     if getattr(args, 'json', False):
         error = {'kind': _JSON_ERROR_KINDS.get(code, 'error'), 'message': message, 'exit_code': code}

@@ -41,6 +41,7 @@ from ._common import (
     emit,
     store_from,
 )
+from ._interrupt import run_cancellable
 from ._progress import stderr_console
 from ._query import render_table
 
@@ -587,7 +588,7 @@ def run_demo(
         try:
             agent = build_agent(workspace, policy, model, MeteredCompaction(capability, recorder=recorder))
             with display:
-                result = agent.run_sync('Make every test under tests/ pass.')
+                result = run_cancellable(agent.run('Make every test under tests/ pass.'))
         except Exception as exc:
             if model is None:
                 raise  # the scripted run failing is a bug: keep the traceback

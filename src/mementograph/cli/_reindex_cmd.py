@@ -3,7 +3,6 @@
 from __future__ import annotations
 
 import argparse
-import asyncio
 import warnings
 from dataclasses import asdict
 
@@ -11,6 +10,7 @@ from ..knowledge_graph.entities import ENTITY_MODEL_ENV, default_mention_extract
 from ..knowledge_graph.store import NotFoundError
 from ._commands import add_command
 from ._common import CliError, add_store_options, check_entity_model_setting, emit, non_empty, store_from
+from ._interrupt import run_cancellable
 from ._progress import progress_bar, wants_progress
 
 __all__ = ('register',)
@@ -26,7 +26,7 @@ def _reindex(args: argparse.Namespace) -> int:
             try:
                 with warnings.catch_warnings():  # a block failing its sha256 is named in the report below, once
                     warnings.simplefilter('ignore', UserWarning)
-                    report = asyncio.run(
+                    report = run_cancellable(
                         reindex_entities(
                             store,
                             namespace=args.namespace,

@@ -28,6 +28,7 @@ from ..knowledge_graph.memory import CombinedJudge, Judge, LLMCompressor, LLMJud
 from ..knowledge_graph.store import GraphStore, open_store
 from ._commands import add_command
 from ._common import CliError, add_memento_model_options, check_entity_model_setting, checked_model_names, emit
+from ._interrupt import run_cancellable
 from ._progress import progress_bar, wants_progress
 
 __all__ = ('register',)
@@ -180,7 +181,7 @@ def _replay_all(args: argparse.Namespace, store: GraphStore, job: _Job) -> list[
             counter = TokenCounter()
             for number, path in enumerate(args.paths):
                 advance(0, f'replaying {Path(path).name}')
-                done(number, asyncio.run(job.run(path, store, counter)))
+                done(number, run_cancellable(job.run(path, store, counter)))
                 advance()
         else:
             # spawned, not forked: a fork copies whatever threads and locks this process holds
