@@ -984,6 +984,17 @@ class SessionCompactor:
         """The message a micro-compacted part was cut from, as archived (redacted already)."""
         return self.store.recover_block(part_id, namespace=self.namespace, session_id=self.session_id).messages
 
+    def _blocks_of(self, messages: list[ModelMessage], run: Sequence[Slot]) -> list[Segment]:
+        """A run of `messages` (from `_runs`) cut into blocks, their positions in `messages`."""
+        start = run[0].index
+        segments = segment_blocks(
+            messages[start : run[-1].index + 1],
+            self.counter,
+            min_tokens=self.policy.min_block_tokens,
+            max_tokens=self.policy.max_block_tokens,
+        )
+        return [replace(segment, start=segment.start + start, end=segment.end + start) for segment in segments]
+
     def _candidates(self, messages: list[ModelMessage]) -> list[tuple[Segment, int]]:
         """Complete blocks that may be evicted, oldest first, each with its first log position."""
         slots = self._layout(messages)
@@ -992,15 +1003,7 @@ class SessionCompactor:
         for run, kept in self._runs(messages, slots):
             if kept:
                 continue
-            start = run[0].index
-            segments = segment_blocks(
-                messages[start : run[-1].index + 1],
-                self.counter,
-                min_tokens=self.policy.min_block_tokens,
-                max_tokens=self.policy.max_block_tokens,
-            )
-            for segment in segments:
-                absolute = replace(segment, start=segment.start + start, end=segment.end + start)
+            for absolute in self._blocks_of(messages, run):
                 # a block too small for any memento to be smaller (a lone "done" between stubs) stays as it is,
                 # unless it carries an attachment: few tokens, but the bytes are worth taking out of the context
                 span = messages[absolute.start : absolute.end]
@@ -1390,16 +1393,10 @@ class SessionCompactor:
         for run, kept in self._runs(messages, slots):
             start = run[0].index
             if kept:
-                segments = [Segment(0, 1, self.counter.count_message(messages[start]), complete=True)]
+                blocks = [Segment(start, start + 1, self.counter.count_message(messages[start]), complete=True)]
             else:
-                segments = segment_blocks(
-                    messages[start : run[-1].index + 1],
-                    self.counter,
-                    min_tokens=self.policy.min_block_tokens,
-                    max_tokens=self.policy.max_block_tokens,
-                )
-            for segment in segments:
-                absolute = replace(segment, start=segment.start + start, end=segment.end + start)
+                blocks = self._blocks_of(messages, run)
+            for absolute in blocks:
                 span = messages[absolute.start : absolute.end]
                 first = slots[absolute.start].log_index
                 if first <= through:
