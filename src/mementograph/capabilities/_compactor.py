@@ -17,7 +17,7 @@ import inspect
 import json
 import logging
 import warnings
-from collections.abc import Callable, Sequence
+from collections.abc import Callable, Iterable, Sequence
 from concurrent.futures import Future
 from dataclasses import dataclass, field, replace
 from datetime import datetime
@@ -124,6 +124,7 @@ logger = logging.getLogger('mementograph')
 
 _ReturnPart = TypeVar('_ReturnPart', bound=BaseToolReturnPart[Any])
 T = TypeVar('T')
+K = TypeVar('K')
 
 
 def _has_binary(message: ModelMessage) -> bool:
@@ -1081,13 +1082,7 @@ class SessionCompactor:
         an outage), `fit_stubs` makes each such span's memento smaller than its stubs, or that context could never
         be evicted.
         """
-        chosen: list[tuple[Segment, int]] = []
-        projected = tokens
-        for segment, log_index in self._candidates(messages):
-            if projected <= low_water:
-                break
-            chosen.append((segment, log_index))
-            projected -= segment.tokens - int(segment.tokens * self.engine_ratio()) - _STUB_OVERHEAD_TOKENS
+        chosen = self._planned(self._candidates(messages), tokens, low_water)
         if not chosen:
             return messages, replace(report, skipped='no complete block outside the protected messages')
 
@@ -1414,13 +1409,7 @@ class SessionCompactor:
         a session continued from its log) with their stored mementos, down to `low_water`: nothing is compressed,
         and nothing but the compaction's event is written. A block whose messages no longer hash to its archived
         bytes stays: its stub would not stand for what the model saw."""
-        chosen: list[tuple[Segment, str]] = []
-        projected = tokens
-        for segment, block_id in self._archived_in_context(messages):
-            if projected <= low_water:
-                break
-            chosen.append((segment, block_id))
-            projected -= segment.tokens - int(segment.tokens * self.engine_ratio()) - _STUB_OVERHEAD_TOKENS
+        chosen = self._planned(self._archived_in_context(messages), tokens, low_water)
         if not chosen:
             return messages, report
         spans = [messages[segment.start : segment.end] for segment, _ in chosen]
@@ -1506,6 +1495,17 @@ class SessionCompactor:
             same = messages_sha256(serialize_messages(self._originals(span))) == block.sha256
             found.append((block, memento) if same and memento is not None and memento.level == 1 else None)
         return found
+
+    def _planned(self, candidates: Iterable[tuple[Segment, K]], tokens: int, low_water: int) -> list[tuple[Segment, K]]:
+        """The oldest of `candidates` whose mementos are planned to bring `tokens` down to `low_water`."""
+        chosen: list[tuple[Segment, K]] = []
+        projected = tokens
+        for segment, key in candidates:
+            if projected <= low_water:
+                break
+            chosen.append((segment, key))
+            projected -= segment.tokens - int(segment.tokens * self.engine_ratio()) - _STUB_OVERHEAD_TOKENS
+        return chosen
 
     def engine_ratio(self) -> float:
         """The compressor's size target, used to plan how many blocks to evict."""
