@@ -42,6 +42,7 @@ from mementograph.knowledge_graph.store import (
     MementoNotFoundError,
     NotFoundError,
     PageConflictError,
+    StoreUnavailableError,
     recover_chain,
 )
 from tests.builders import rich_history, session_history
@@ -270,6 +271,21 @@ def test_event_log_appends_idempotently_in_order(backend: Backend) -> None:
     again = SessionEvent.for_message(messages[3], session_id='s', namespace=ns, index=len(messages))
     store.append_events([again])  # the same message logged again later (a branch repeats its opening)
     assert store.message_indices_of('s', events[3].sha256, namespace=ns) == [len(messages), 3]
+
+
+def test_a_closed_store_refuses_writes_with_a_typed_error_that_says_nothing_was_written(backend: Backend) -> None:
+    """A log writer that outlives its store (closed by another thread) gets a store error it can count on: the
+    append was not sent, so what it holds is missing for sure. SQLite raised its own ProgrammingError here."""
+    store, ns = backend.store, backend.namespace
+    events = [
+        SessionEvent.for_message(m, session_id='s', namespace=ns, index=i) for i, m in enumerate(session_history(1))
+    ]
+    eviction, _, _ = make_eviction(session_history(1), session_id='s', namespace=ns)
+    store.close()
+    for write in (lambda: store.append_events(events), lambda: store.write_eviction(eviction)):
+        with pytest.raises(StoreUnavailableError) as refused:
+            write()
+        assert refused.value.maybe_written is False
 
 
 def test_an_append_that_meets_another_message_at_its_position_writes_nothing(backend: Backend) -> None:

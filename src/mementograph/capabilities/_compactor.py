@@ -311,8 +311,8 @@ class SessionCompactor:
     plus their attachments' estimates as `TokenCounter` counts them."""
     _seen_position: int = field(default=0, init=False, repr=False)
     _writer: SessionLogWriter | None = field(default=None, init=False, repr=False)
-    _unwritten: int = field(default=0, init=False, repr=False)
-    """Messages the log writer still held when `close` stopped it."""
+    _unwritten: tuple[int, bool] = field(default=(0, True), init=False, repr=False)
+    """Messages the log writer still held when `close` stopped it, and whether that count is exact."""
     _warned_conflict: bool = field(default=False, init=False, repr=False)
     _redactor: MessageRedactor | None = field(default=None, init=False, repr=False)
     """`redact` with a memo shared by the log writer and `archived`: each message is redacted once."""
@@ -653,7 +653,7 @@ class SessionCompactor:
             self._until_logged(lambda writer: writer.close(self.calls.timeout))
         finally:
             self._writer = None
-            self._unwritten = 0 if writer is None else writer.waiting()
+            self._unwritten = (0, True) if writer is None else (writer.waiting(), writer.waiting_exactly())
 
     def log_waiting(self) -> int:
         """Messages queued for the session log and not yet in it."""
@@ -665,9 +665,10 @@ class SessionCompactor:
         where the history starts in the log is known, every original message of it counts: at most that many."""
         if self._base is None or self._logged_through is None:
             return sum(1 for slot in layout(messages)[0] if slot.stub is None), False
-        queued = self._unwritten if self._writer is None else self._writer.waiting()
+        writer = self._writer
+        queued, exact = self._unwritten if writer is None else (writer.waiting(), writer.waiting_exactly())
         through = self._logged_through
-        return queued + sum(1 for s in self.view(messages) if s.stub is None and s.log_index > through), True
+        return queued + sum(1 for s in self.view(messages) if s.stub is None and s.log_index > through), exact
 
     def _until_logged(self, finish: Callable[[SessionLogWriter], None]) -> None:
         """`finish(writer)`; after a conflict it meets, `_relog` (which logs everything held) and `finish` again."""

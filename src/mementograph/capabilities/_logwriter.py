@@ -59,6 +59,7 @@ class SessionLogWriter:
         self._reported: Future[None] | None = None
         self._discarded = False
         self._conflict: LogConflictError | None = None
+        self._maybe_written = False
 
     def submit(self, items: Sequence[tuple[int, ModelMessage]]) -> None:
         """Queue `(message_index, message)` pairs for appending."""
@@ -91,9 +92,14 @@ class SessionLogWriter:
                     self._conflict = conflict
                     self._pending.clear()
                 raise
+            except Exception as exc:
+                if getattr(exc, 'maybe_written', True):  # an error of no known outcome too
+                    self._maybe_written = True
+                raise
             with self._lock:
                 for _ in events:
                     self._pending.popleft()
+                self._maybe_written = False  # what an earlier append may have written, this one wrote again
         if failed is not None:
             raise failed
 
@@ -154,6 +160,12 @@ class SessionLogWriter:
         """How many messages are queued and not yet in the store."""
         with self._lock:
             return len(self._pending)
+
+    def waiting_exactly(self) -> bool:
+        """Whether `waiting()` is exact: no append of the queued messages failed in a way that may have written them
+        (the connection dropped while committing, the store was closed meanwhile). One still running has not been
+        acknowledged, and counts as not written yet."""
+        return not self._maybe_written
 
     def close(self, timeout: float | None = None) -> None:
         """Flush, then stop the worker thread; a worker still waiting on the store after `timeout` is left to

@@ -877,7 +877,7 @@ class MementoCompaction(AbstractCapability[AgentDepsT]):
         except Exception as exc:
             reason = f'could not archive the run at its end: {type(exc).__name__}: {exc}'
             if isinstance(exc, StoreTimeoutError) and not exc.waited:  # a hang warned about when it began
-                logger.info('mementograph: %s; the session log holds every message', reason)
+                logger.info('mementograph: %s%s', reason, _log_is_whole(compactor))
                 return
         else:
             if report.block_ids:
@@ -885,8 +885,9 @@ class MementoCompaction(AbstractCapability[AgentDepsT]):
             if not report.failures:
                 return
             reason = f'blocks left to archive later, the compressor failed on {"; ".join(report.failures)}'
-        logger.warning('mementograph: %s; the session log holds every message', reason)
-        warnings.warn(f'mementograph: {reason}; the session log holds every message', MementoWarning, stacklevel=2)
+        reason += _log_is_whole(compactor)
+        logger.warning('mementograph: %s', reason)
+        warnings.warn(f'mementograph: {reason}', MementoWarning, stacklevel=2)
 
     async def _log_failed_run(self, ctx: RunContext[AgentDepsT]) -> None:
         """Queue what a failed (or cancelled) run added after its last model request (tool results, a response).
@@ -1055,6 +1056,12 @@ def _report_late_delete(session_id: str, deleting: Future[None]) -> None:
 
 _REDACT_FAILED: Final = 'the redact hook failed'
 """The key of every redaction failure among the reasons a run has warned about (each message's may differ)."""
+
+
+def _log_is_whole(compactor: SessionCompactor) -> str:
+    """What a warning about the run's end adds when the session log holds every message (else the run's end says
+    what it lacks)."""
+    return '' if compactor.log_waiting() else '; the session log holds every message'
 
 
 def _messages(count: int) -> str:

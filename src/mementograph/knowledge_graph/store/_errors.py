@@ -39,6 +39,13 @@ class UnknownStoreSchemeError(StoreError, ValueError):
 class StoreUnavailableError(StoreError):
     """The store cannot be opened or reached (missing, unreadable or corrupt file; server down; bad credentials)."""
 
+    def __init__(self, message: str, *, maybe_written: bool = False) -> None:
+        super().__init__(message)
+        self.maybe_written = maybe_written
+        """True when a write failed after it reached the server, which may have committed it (the connection dropped
+        while committing, the store was closed meanwhile): the writes' deterministic ids make a retry safe, and
+        whoever counts what is missing can only give an upper bound."""
+
 
 class StoreBusyError(StoreUnavailableError):
     """Another writer held the store's lock for longer than the bounded wait."""
@@ -61,7 +68,7 @@ class StoreTimeoutError(StoreUnavailableError):
     """
 
     def __init__(self, message: str, *, waited: bool = True) -> None:
-        super().__init__(message)
+        super().__init__(message, maybe_written=waited)
         self.waited = waited
         """False when the call was refused at once because an earlier one is still waiting (said already)."""
 

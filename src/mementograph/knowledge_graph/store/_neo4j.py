@@ -698,8 +698,11 @@ class Neo4jStore:
                 return session.execute_write(unit)
         except StoreError:
             raise
-        except (neo4j_errors.Neo4jError, neo4j_errors.DriverError, OSError) as exc:
-            raise self._write_error(exc, action) from exc
+        except Exception as exc:
+            error = self._write_error(exc, action)
+            if error is None:
+                raise
+            raise error from exc
 
     def _write_statement(
         self,
@@ -726,8 +729,11 @@ class Neo4jStore:
             )
         except StoreError:
             raise
-        except (neo4j_errors.Neo4jError, neo4j_errors.DriverError, OSError) as exc:
-            raise self._write_error(exc, action) from exc
+        except Exception as exc:
+            error = self._write_error(exc, action)
+            if error is None:
+                raise
+            raise error from exc
 
     def _read(
         self,
@@ -749,12 +755,23 @@ class Neo4jStore:
                 raise translate(exc) from exc
             raise _unavailable(exc, self._uri, None, f'reading ({op})') from exc
 
-    def _write_error(self, exc: BaseException, action: str) -> StoreError:
+    def _write_error(self, exc: Exception, action: str) -> StoreError | None:
+        """The typed error a failed write raises (whether anything of it may have been written, and what to do);
+        None for a fault of this code or the driver's, not the server's, which rises as it is."""
+        if self._closed:  # closed by another thread meanwhile: the driver then fails in ways of its own
+            return StoreUnavailableError(
+                f'{action} on {self._uri}: the store was closed while writing, so the server may or may not have '
+                'committed it; writes are idempotent, a retry never duplicates anything',
+                maybe_written=True,
+            )
         if isinstance(exc, neo4j_errors.IncompleteCommit):
             return StoreUnavailableError(
                 f'{action} on {self._uri}: the connection dropped while committing, so the server may or may not '
-                'have committed it; retry it (writes are idempotent, a retry never duplicates anything)'
+                'have committed it; retry it (writes are idempotent, a retry never duplicates anything)',
+                maybe_written=True,
             )
+        if not isinstance(exc, neo4j_errors.Neo4jError | neo4j_errors.DriverError | OSError):
+            return None
         code = _code(exc)
         if code.endswith(('Transaction.Terminated', 'Transaction.LockClientStopped')) or 'Terminated' in code:
             return StoreUnavailableError(

@@ -1113,6 +1113,8 @@ class SqliteStore:
                 raise StoreUnavailableError(
                     f'cannot write {self._where()}: {exc}{_read_only_hint(exc)}{self._disk_full(exc)}'
                 ) from exc
+            except sqlite3.ProgrammingError as exc:  # a misuse, e.g. a closed store: not the file's fault
+                raise StoreUnavailableError(f'cannot write {self._where()}, nothing was written: {exc}') from exc
             try:
                 yield conn
                 conn.execute('COMMIT')
