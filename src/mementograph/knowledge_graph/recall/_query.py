@@ -19,7 +19,7 @@ from ..._languages import MONTHS, RELATIVE_DAYS, RELATIVE_SPANS, UNITS_AGO, phra
 from ..._text import IDEOGRAPH_RUN, ideograph_runs_apart
 from ..entities import entity_key, extract_entities, key_class, stem, stopwords_for
 
-__all__ = ('MatchKind', 'QueryKey', 'QueryPlan', 'TimeRange', 'parse_time', 'plan_query', 'time_range_in')
+__all__ = ('MatchKind', 'QueryKey', 'QueryPlan', 'TimeRange', 'parse_time', 'plan_query', 'plus_days', 'time_range_in')
 
 MatchKind = Literal['exact', 'normalised', 'fuzzy']
 
@@ -176,7 +176,7 @@ _UNITS: Final = {'day': 1, 'week': 7, 'month': 30, 'year': 365}
 _NUMBERS: Final = {'a': 1, 'an': 1, 'one': 1, 'two': 2, 'three': 3, 'four': 4, 'five': 5, 'six': 6, 'few': 3}
 
 
-def _plus(moment: datetime | None, days: int) -> datetime | None:
+def plus_days(moment: datetime | None, days: int) -> datetime | None:
     """`moment` moved by `days`; `None` (that end of the range open) past either end of the calendar, which a
     message's `datetime.min` / `max` timestamp or a huge count reaches."""
     if moment is None:
@@ -217,9 +217,9 @@ def time_range_in(query: str, now: datetime) -> TimeRange | None:
         year = int(match.group(1))
         return TimeRange(datetime(year, 1, 1, tzinfo=UTC) - day, datetime(year + 1, 1, 1, tzinfo=UTC) + day)
     if re.search(r'\byesterday\b', text):
-        return TimeRange(_plus(now, -2), now)
+        return TimeRange(plus_days(now, -2), now)
     if re.search(r'\btoday\b', text):
-        return TimeRange(_plus(now, -1), _plus(now, 1))
+        return TimeRange(plus_days(now, -1), plus_days(now, 1))
     match = re.search(r'\blast\s+(week|month|year)\b', text)
     if match:
         return _last_range(match.group(1), now)
@@ -230,7 +230,7 @@ def time_range_in(query: str, now: datetime) -> TimeRange | None:
     match = re.search(r'\b(?:past|last|previous)\s+(\d+|two|three|four|five|six|few)\s+(day|week|month|year)s\b', text)
     if match:
         count = int(match.group(1)) if match.group(1).isdigit() else _NUMBERS[match.group(1)]
-        return TimeRange(_plus(now, -count * _UNITS[match.group(2)] - 1), _plus(now, 1))
+        return TimeRange(plus_days(now, -count * _UNITS[match.group(2)] - 1), plus_days(now, 1))
     return _range_in_other_languages(text, now)
 
 
@@ -241,7 +241,7 @@ def _month_range(month: int, year: str | None, now: datetime) -> TimeRange | Non
     if start is None:
         return None
     end = _next_month(start)
-    return TimeRange(_plus(start, -1), None if end is None else _plus(end, 1))
+    return TimeRange(plus_days(start, -1), None if end is None else plus_days(end, 1))
 
 
 _LAST_OR_THIS_MONTH: Final = re.compile(
@@ -278,18 +278,18 @@ def _last_or_this_month(query: str, now: datetime) -> TimeRange | None:
 
 def _last_range(unit: str, now: datetime) -> TimeRange:
     """ "last week / month / year": up to two of them back, people being loose about which."""
-    return TimeRange(_plus(now, -(2 * _UNITS[unit] + 1)), now)
+    return TimeRange(plus_days(now, -(2 * _UNITS[unit] + 1)), now)
 
 
 def _ago_range(count: int, unit: str, now: datetime) -> TimeRange | None:
     """`count` units before `now`, half a unit's slack on each side (a day at least); `None` before the calendar
     begins."""
     span = _UNITS[unit]
-    center = _plus(now, -count * span)
+    center = plus_days(now, -count * span)
     if center is None:
         return None
     slack = max(1, span // 2)
-    return TimeRange(_plus(center, -slack), _plus(center, slack))
+    return TimeRange(plus_days(center, -slack), plus_days(center, slack))
 
 
 def _range_in_other_languages(text: str, now: datetime) -> TimeRange | None:
@@ -300,9 +300,9 @@ def _range_in_other_languages(text: str, now: datetime) -> TimeRange | None:
         if match:
             return _month_range(names.index(match.group(1)) + 1, match.group(2), now)
     if _YESTERDAY.search(text):
-        return TimeRange(_plus(now, -2), now)
+        return TimeRange(plus_days(now, -2), now)
     if _TODAY.search(text):
-        return TimeRange(_plus(now, -1), _plus(now, 1))
+        return TimeRange(plus_days(now, -1), plus_days(now, 1))
     for unit, pattern in _LAST_SPANS:
         if pattern.search(text):
             return _last_range(unit, now)
