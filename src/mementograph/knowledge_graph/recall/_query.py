@@ -197,9 +197,10 @@ def _next_month(moment: datetime) -> datetime | None:
 
 def time_range_in(query: str, now: datetime) -> TimeRange | None:
     """The time range a query names relative to `now`, if any: `in March` (the latest March up to now), `last May`
-    (the latest May before this month), `this May` (May of this year), `last month`, `last week`, `yesterday`,
-    `today`, `N days/weeks/months ago`, `in the past N days/weeks/months`, `in 2022`; and their like in the other
-    languages `_languages` knows (`im März`, `вчера`, `il y a 3 mois`, `先月`).
+    (the latest May before this month), `this May` (May of this year), `last summer` / `this winter` (a season:
+    `_last_or_this_season`), `last month`, `last week`, `yesterday`, `today`, `N days/weeks/months ago`, `in the past
+    N days/weeks/months`, `in 2022`; and their like in the other languages `_languages` knows (`im März`, `вчера`,
+    `il y a 3 mois`, `先月`).
 
     Ranges are generous (a day's slack on each side): a range is a hint for ranking, and people round.
     """
@@ -209,7 +210,7 @@ def time_range_in(query: str, now: datetime) -> TimeRange | None:
     match = re.search(r'\b(?:in|during|of|since)\s+(' + '|'.join(_MONTHS) + r')\b(?:\s+(\d{4}))?', text)
     if match:
         return _month_range(_MONTHS.index(match.group(1)) + 1, match.group(2), now)
-    found = _last_or_this_month(query, now)
+    found = _last_or_this_month(query, now) or _last_or_this_season(query, now)
     if found is not None:
         return found
     match = re.search(r'\b(?:in|during)\s+((?:19|20)\d{2})\b', text)
@@ -273,6 +274,44 @@ def _last_or_this_month(query: str, now: datetime) -> TimeRange | None:
         if year is None:
             year = str(now.year if which == 'this' or month < now.month else now.year - 1)
         return _month_range(month, year, now)
+    return None
+
+
+_SEASONS: Final = {'spring': 3, 'summer': 6, 'autumn': 9, 'fall': 9, 'winter': 12}
+"""The month each season begins (northern meteorological seasons, three months each: winter spans the new year)."""
+_LAST_OR_THIS_SEASON: Final = re.compile(
+    r'(?<!\bthe\s)\b(last|this)\s+(' + '|'.join(_SEASONS) + r")\b(?!'?s?\s+\d{4})", re.IGNORECASE
+)
+"""`last summer`, `this winter`; not `the last summer` (the final one), nor a season a year follows (`last summer
+2021`, which says no more than `in 2021` does)."""
+
+
+def _last_or_this_season(query: str, now: datetime) -> TimeRange | None:
+    """`last summer` (the latest summer before this season: said in July, a year ago; in October, this year's) or
+    `this summer` (this year's; `this winter` is the one in progress or, from March to November, the one that ended
+    in February: only a season that has begun can hold a conversation), a day's slack on each side; `None` when the
+    season begins before the calendar does.
+
+    "fall" is also a verb ("did this fall apart"): lower-case after "this", it counts as the season only where "may"
+    counts as the month (`_AFTER_THE_MONTH`).
+    """
+    for match in _LAST_OR_THIS_SEASON.finditer(query):
+        which, name = match.group(1).lower(), match.group(2)
+        if name == 'fall' and which == 'this':
+            following = re.match(r"\s*([^\W\d_][\w']*)", query[match.end() :])
+            if following is not None and following.group(1).lower() not in _AFTER_THE_MONTH:
+                continue
+        first = _SEASONS[name.lower()] - 1  # the month it begins, from 0
+        if which == 'this':
+            start = (now.year - (first == 11 and now.month != 12)) * 12 + first  # months since year 0
+        else:
+            season = now.year * 12 + now.month - 1 - now.month % 3  # when the season `now` is in began
+            start = season - 1 - (season - 1 - first) % 12
+        begin = _month_start(start // 12, start % 12 + 1)
+        if begin is None:
+            return None
+        end = _month_start((start + 3) // 12, (start + 3) % 12 + 1)
+        return TimeRange(plus_days(begin, -1), None if end is None else plus_days(end, 1))
     return None
 
 
