@@ -117,3 +117,63 @@ async def test_the_toolsets_answers_are_marked_under_any_name(tmp_path: Path) ->
     assert str(answer.content).startswith('Nothing archived matches')
     assert 'mem_recall' not in render_block(searchable_messages(messages))
     assert 'Which studio?' in render_block(searchable_messages(messages))
+
+
+def _product_recall(answer: ToolReturnPart) -> list[ModelMessage]:
+    """An application's own `recall` tool (a product-recall lookup) called beside the capability's, which the
+    application prefixed (`mem_recall`, its answer marked), and `answer` to the application's call."""
+    return [
+        ModelRequest(parts=[UserPromptPart('Is my Brisk kettle affected? And where did I buy it?')]),
+        ModelResponse(
+            parts=[
+                ToolCallPart('recall', {'product': 'Brisk kettle'}, tool_call_id='p1'),
+                ToolCallPart('mem_recall', {'query': 'kettle bought'}, tool_call_id='m1'),
+            ]
+        ),
+        ModelRequest(
+            parts=[
+                answer,
+                ToolReturnPart(
+                    'mem_recall',
+                    '1. recover_block("mem_0123456789abcdef01234567") Ann: bought it at the Hollowbrook market.',
+                    tool_call_id='m1',
+                    metadata={MEMORY_TOOL_METADATA: 'recall'},
+                ),
+            ]
+        ),
+        ModelResponse(parts=[TextPart('Yes: ask for the free replacement lid.')]),
+    ]
+
+
+def test_an_application_tool_named_like_a_memory_tool_is_conversation() -> None:
+    """Its answers carry no mark and name no archived item: they were left out of search by the name alone, though
+    they are what the conversation was about. The capability's own answer beside them is still left out."""
+    notice = 'Recall notice R-2291: the Brisk kettle lid latch can fail; owners get a free replacement lid.'
+    history = _product_recall(ToolReturnPart('recall', notice, tool_call_id='p1'))
+    text = render_block(searchable_messages(history))
+    assert 'lid latch can fail' in text and 'Brisk kettle' in text  # the application's call and answer
+    assert 'Hollowbrook' not in text and 'kettle bought' not in text  # the marked memory tool's
+    assert echo_note(history) == 'The memory tools were called: mem_recall (mem_0123456789abcdef01234567).'
+
+
+@pytest.mark.parametrize(
+    'answer',
+    [
+        # archived before the toolset marked its answers, or an MCP server's answer (no metadata reaches the client)
+        ToolReturnPart('recall', '1. recover_block("blk_0123456789abcdef01234567") the lid latch', tool_call_id='p1'),
+        ToolReturnPart(
+            'retrieve_page', '[block blk_0123456789abcdef01234567: messages 3-5] lid latch', tool_call_id='p1'
+        ),
+        # refused before any tool ran: no mark could be set, so the name tells
+        ToolReturnPart('recall', 'product: the lid latch is not a field', tool_call_id='p1', outcome='retried'),
+    ],
+    ids=['quoting-the-archive', 'a-page-quoting-the-archive', 'retried'],
+)
+def test_an_unmarked_answer_under_a_memory_tools_name_is_an_echo_where_the_mark_cannot_be(
+    answer: ToolReturnPart,
+) -> None:
+    history = _product_recall(answer)
+    history[1].parts[0] = ToolCallPart(answer.tool_name, {'product': 'Brisk kettle'}, tool_call_id='p1')
+    text = render_block(searchable_messages(history))
+    assert 'lid latch' not in text and 'product' not in text and 'Hollowbrook' not in text  # calls and answers
+    assert 'Is my Brisk kettle affected?' in text and 'free replacement lid' in text  # the prompt and reply stay

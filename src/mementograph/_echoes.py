@@ -13,11 +13,23 @@ that prompted it stays searchable. A block of nothing but such calls (the segmen
 answer a block of their own) is archived and recoverable as any other, found by no words, and its memento is made
 from `echo_note`: which tools were called and the ids of what they named, not the text they quoted.
 
-A part is a memory tool's when its tool name is one of `MEMORY_TOOLS`, or one of them (or the MCP server's `stats`)
-under a prefix naming mementograph (`mementograph_recall` from an MCP toolset's `tool_prefix`,
-`mcp__mementograph__recall` in a Claude Code transcript), or when its return carries `MEMORY_TOOL_METADATA`, which
-the capability's toolset sets on every answer, so a toolset the application renamed or prefixed is still known.
-The call and its answer share a tool-call id: either one identifies both.
+A call is a memory tool's when its answer carries `MEMORY_TOOL_METADATA`, which the capability's toolset sets on
+every answer, so a toolset the application renamed or prefixed is still known; or when its tool name is one of
+`MEMORY_TOOLS` (or the MCP server's `stats`) under a prefix naming mementograph (`mementograph_recall` from an MCP
+toolset's `tool_prefix`, `mcp__mementograph__recall` in a Claude Code transcript). The call and its answer share a
+tool-call id: either one identifies both.
+
+A bare name of `MEMORY_TOOLS` is weaker evidence: an application may have a tool of its own called `recall` (a
+product-recall lookup) or `retrieve_page`, whose answers are conversation like any other. Names are still needed
+where the mark cannot exist: blocks archived before the toolset marked its answers, and the MCP server's answers,
+which reach a client (pydantic-ai's MCP toolset without a prefix, say) without any metadata of ours. So under a
+bare name an unmarked answer counts as a memory tool's only when it names an archived item (a `blk_`, `prt_`,
+`mem_` or `pg_` id, `item_ids`), as every answer that quotes the archive does: `recall`'s hits, the block headings
+of `recover_block` and `retrieve_page`, the pages of `list_pages`. One that names none quotes nothing of the
+archive, so it stays searchable whoever answered it (the cost, for an old or MCP memory tool: the words of a
+search that found nothing, or of a `query_memory` that returned bare text). A bare-named call that was never
+answered (`outcome` other than success, or a `RetryPromptPart`: its arguments were refused before any tool ran, so
+no mark could be set) or whose answer is not among the messages is still taken by its name.
 """
 
 from __future__ import annotations
@@ -73,17 +85,36 @@ def _marked(part: BaseToolReturnPart) -> bool:
     return isinstance(part.metadata, dict) and MEMORY_TOOL_METADATA in part.metadata
 
 
+def _answered_by_memory(part: BaseToolReturnPart) -> bool | None:
+    """Whether this answer is a memory tool's; `None` when only its call's name can tell (a bare name's retry)."""
+    if _marked(part) or _PREFIXED.search(part.tool_name) is not None:
+        return True
+    if part.tool_name not in MEMORY_TOOLS:
+        return False
+    if part.outcome != 'success':
+        return None  # refused or failed before any tool ran: no mark, and nothing of the archive quoted
+    return bool(item_ids(part_text(part)))  # unmarked: a memory tool's only if it quotes the archive
+
+
 def memory_call_ids(messages: Sequence[ModelMessage]) -> set[str]:
     """The tool-call ids of the memory tools' calls, answers and retries among `messages`."""
     ids: set[str] = set()
+    named: set[str] = set()  # calls and retries under a memory tool's name
+    answered: set[str] = set()  # calls whose answer is not a memory tool's
     for message in messages:
         for part in message.parts:
             if isinstance(part, BaseToolCallPart | RetryPromptPart):
                 if is_memory_tool(part.tool_name):
+                    named.add(part.tool_call_id)
+            elif isinstance(part, BaseToolReturnPart):
+                memory = _answered_by_memory(part)
+                if memory:
                     ids.add(part.tool_call_id)
-            elif isinstance(part, BaseToolReturnPart) and (is_memory_tool(part.tool_name) or _marked(part)):
-                ids.add(part.tool_call_id)
-    return ids
+                elif memory is None:
+                    named.add(part.tool_call_id)
+                else:
+                    answered.add(part.tool_call_id)
+    return ids | (named - answered)
 
 
 def _is_echo(part: object, ids: set[str]) -> bool:

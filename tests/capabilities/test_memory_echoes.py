@@ -11,6 +11,7 @@ from pathlib import Path
 
 import pytest
 from pydantic_ai import Agent
+from pydantic_ai.capabilities import PrefixTools
 from pydantic_ai.messages import (
     ModelMessage,
     ModelRequest,
@@ -172,3 +173,68 @@ async def test_recall_finds_where_a_fact_was_said_not_where_a_memory_tool_quoted
     await reindex_entities(store, namespace=ns, session_id='chat')
     keys = {entity.key for entity, _ in store.entities_of(quoted, namespace=ns)}
     assert not any(word.lower() in key for key in keys for word in QUOTED), keys
+
+
+NOTICE = 'Recall notice R-2291: the Brisk kettle lid latch can fail; owners get a free replacement lid.'
+
+
+def _reply_with_two_recalls(messages: list[ModelMessage], info: AgentInfo) -> ModelResponse:
+    """As `_reply`, but asked about the workshop Bob also looks the kettle up with the application's own `recall`
+    tool (a product-recall lookup), the capability's being prefixed `mem_` beside it."""
+    last = messages[-1]
+    if any(isinstance(part, ToolReturnPart) for part in last.parts):
+        return ModelResponse(parts=[TextPart('Bob: Yes, you will love the workshop; ask for your new lid.')])
+    asked = next((part.content for part in last.parts if isinstance(part, UserPromptPart)), '')
+    if isinstance(asked, str) and 'that workshop' in asked:
+        return ModelResponse(
+            parts=[
+                ToolCallPart('recall', {'product': 'Brisk kettle'}, tool_call_id='product_1'),
+                ToolCallPart('mem_recall', {'query': 'workshop signed up'}, tool_call_id='recall_1'),
+            ]
+        )
+    return ModelResponse(parts=[TextPart('Bob: Noted! Tell me more about it when we meet for dinner.')])
+
+
+async def test_an_application_tool_named_recall_stays_searchable_beside_the_capabilitys(backend: Backend) -> None:
+    """An application's own `recall` answers without the mark the capability's toolset sets on its own (here
+    prefixed `mem_recall`, the names clashing otherwise): its answers were left out of search by the name alone,
+    though they are conversation. Now the block holding both answers is found by the application's and not by
+    what the capability's quoted."""
+    capability: MementoCompaction[None] = MementoCompaction(
+        backend.store, max_tokens=1_200, session_id='chat', namespace=backend.namespace
+    )
+    agent: Agent[None, str] = Agent(
+        FunctionModel(_reply_with_two_recalls), capabilities=[PrefixTools(wrapped=capability, prefix='mem')]
+    )
+
+    @agent.tool_plain(name='recall')
+    def product_recall(product: str) -> str:
+        """Look a product up in the manufacturers' recall notices."""
+        return NOTICE if 'kettle' in product.lower() else 'No recall notice.'
+
+    history: list[ModelMessage] = []
+    prompts = ['Ann: Hi Bob!', FACT, *map(_small_talk, range(30)), 'Ann: Is my kettle fine? And that workshop?']
+    for prompt in [*prompts, *map(_small_talk, range(30, 60))]:
+        history = (await agent.run(prompt, message_history=history)).all_messages()
+
+    store, ns = backend.store, backend.namespace
+    said = asked = None
+    for block in store.list_blocks(namespace=ns, session_id='chat'):
+        parts = [p for m in store.recover_block(block.id, namespace=ns, session_id='chat').messages for p in m.parts]
+        returns = {p.tool_name: p for p in parts if isinstance(p, ToolReturnPart)}
+        if any(isinstance(p, UserPromptPart) and p.content == FACT for p in parts):
+            said = block.id
+        if 'recall' in returns and block.kind == 'block':
+            asked = block.id
+            quoted = returns['mem_recall']
+            assert quoted.metadata == {MEMORY_TOOL_METADATA: 'recall'} and 'Hollowbrook' in str(quoted.content)
+            assert returns['recall'].content == NOTICE and not returns['recall'].metadata
+    assert said is not None and asked is not None and said != asked, 'both turns should be archived'
+
+    for word in ('latch', 'R-2291'):  # the application's answer is conversation
+        assert asked in {hit.id for hit in store.search_text(word, namespace=ns, session_id='chat')}, word
+    hits = recall(store, 'Brisk kettle lid latch', 5, namespace=ns, session_id='chat')
+    assert hits and hits[0].block_id == asked, [(h.block_id, h.reasons) for h in hits]
+    for word in QUOTED:  # the capability's answer beside it is still left out
+        found = {hit.id for hit in store.search_text(word, namespace=ns, session_id='chat')}
+        assert said in found and asked not in found, (word, found)

@@ -37,6 +37,33 @@ def test_no_store_vectors_without_a_model_is_a_json_error_too(
     assert error['message'].startswith('--no-store-vectors applies only with --embedding MODEL')
 
 
+@pytest.mark.parametrize('method', ['graph', 'bm25', 'fused'])
+def test_no_store_vectors_with_a_method_that_embeds_nothing_is_a_bad_argument(
+    method: str, tmp_path: Path, capsys: pytest.CaptureFixture[str], monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """`recall --method graph --embedding X --no-store-vectors` was taken: the model is not even loaded for a method
+    that uses no vectors, so the flag did nothing. It is refused, naming the methods that embed; the model comes
+    from the environment too, and is never loaded (a path that does not exist is not reported)."""
+    store = tmp_path / 'never-opened.db'
+    missing = f'onnx:{tmp_path / "no-such-model"}'
+    monkeypatch.setenv('MEMENTOGRAPH_EMBEDDING_MODEL', missing)
+    for given in ([], ['--embedding', missing]):
+        assert (
+            main(['recall', 'x', '--method', method, *given, '--no-store-vectors', '--store', f'sqlite://{store}']) == 2
+        )
+        err = capsys.readouterr().err
+        assert err.startswith(
+            'mementograph: error: --no-store-vectors applies only to the methods that use --embedding (dense, hybrid)'
+        )
+        assert f'--method {method} embeds nothing' in err
+    assert (
+        main(['recall', 'x', '--method', method, '--no-store-vectors', '--json', '--store', f'sqlite://{store}']) == 2
+    )
+    error = json.loads(capsys.readouterr().out)['error']
+    assert error['kind'] == 'bad_argument' and error['message'].startswith('--no-store-vectors applies only to')
+    assert not store.exists()  # refused before the store is touched
+
+
 def test_a_misspelt_entity_model_is_refused_by_reindex(
     tmp_path: Path, capsys: pytest.CaptureFixture[str], monkeypatch: pytest.MonkeyPatch
 ) -> None:

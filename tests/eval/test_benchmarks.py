@@ -206,3 +206,32 @@ def test_eval_locomo_refuses_a_bad_store_uri_as_a_bad_argument(
     benchmark.write_text('[]')
     assert main(['eval', 'locomo', str(benchmark), '--store', 'foo://x']) == 2  # was 1, after reading the file
     assert "unknown store URI 'foo://x'" in capsys.readouterr().err
+
+
+def test_longmemeval_at_the_end_of_the_calendar(tmp_path: Path) -> None:
+    """A question asked on 9999-12-31 has no midnight after it: the day's bound overflowed (`OverflowError`), and
+    so did a session's later turns stamped seconds after a start at the calendar's last second. The bound is open
+    there (no session can be dated later), the turns keep their order at the last moment."""
+    sessions = {
+        'gold': ('9999-12-31T23:59:59', ['I feed my sourdough starter rye flour every morning.', 'Rye suits it well.']),
+        'other': ('2023/05/01 (Mon) 09:00', ['We repainted the garden shed green.', 'Green looks fresh.']),
+    }
+    item = {
+        'question_id': 'q1',
+        'question_type': 'single-session-user',
+        'question': 'What flour do I feed my sourdough starter?',
+        'question_date': '9999/12/31 (Fri) 23:59',
+        'answer_session_ids': ['gold'],
+        'haystack_session_ids': list(sessions),
+        'haystack_dates': [date for date, _ in sessions.values()],
+        'haystack_sessions': [
+            [{'role': role, 'content': text} for role, text in zip(('user', 'assistant'), turns, strict=True)]
+            for _, turns in sessions.values()
+        ],
+    }
+    path = tmp_path / 'end.json'
+    path.write_text(json.dumps([item]), encoding='utf-8')
+    report = evaluate_longmemeval(path, pooled=True, methods=('bm25',), workers=1)
+    assert report.questions['overall'] == 1 and report.sessions == 2
+    for scope in ('per-question', 'pooled'):
+        assert report.scores[scope]['bm25']['overall']['recall_all@5'] == 1.0  # the gold session was not filtered out

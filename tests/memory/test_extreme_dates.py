@@ -105,6 +105,8 @@ def test_any_timestamp_compresses_and_any_now_names_a_range(
         'in december 9999',
         'in march 0000',
         'last week',
+        'last winter',
+        'this winter',
         'last year',
         'three years ago',
         '999999999 years ago',

@@ -240,6 +240,67 @@ def test_last_and_this_month_name_the_month(query: str, now: datetime, month: tu
 
 
 @pytest.mark.parametrize(
+    ('query', 'now', 'season'),
+    [
+        ('what did we do last summer?', datetime(2024, 7, 10), (2023, 6)),  # said in summer: a year ago
+        ('the hike last summer', datetime(2024, 10, 10), (2024, 6)),  # the latest summer before this season
+        ('last spring', datetime(2024, 4, 1), (2023, 3)),
+        ('last spring', datetime(2024, 6, 1), (2024, 3)),
+        ('the trip last autumn', datetime(2024, 3, 10), (2023, 9)),
+        ('what did I plant last fall', datetime(2024, 3, 10), (2023, 9)),
+        ('last winter', datetime(2024, 1, 15), (2022, 12)),  # in winter: the one before it
+        ('last winter', datetime(2024, 3, 1), (2023, 12)),  # December to February, across the new year
+        ('last winter', datetime(2024, 12, 1), (2023, 12)),
+        ('What happened this winter?', datetime(2024, 1, 15), (2023, 12)),  # the one in progress
+        ('this winter', datetime(2024, 2, 29), (2023, 12)),
+        ('this winter', datetime(2024, 12, 5), (2024, 12)),
+        ('this winter', datetime(2024, 11, 5), (2023, 12)),  # the one that has begun: it ended in February
+        ('this summer', datetime(2024, 3, 10), (2024, 6)),  # this year's
+        ('this summer', datetime(2024, 10, 10), (2024, 6)),
+        ('what did we do this fall', datetime(2024, 11, 1), (2024, 9)),
+        ('This Fall we moved', datetime(2024, 11, 1), (2024, 9)),
+        ('this fall, we moved', datetime(2024, 11, 1), (2024, 9)),
+        ('did this fall apart', datetime(2024, 11, 1), None),  # the verb
+        ('the last summer we had together', datetime(2024, 11, 1), None),  # the final one
+        ('last summer 2021', datetime(2024, 11, 1), None),
+    ],
+)
+def test_last_and_this_season_name_the_season(query: str, now: datetime, season: tuple[int, int] | None) -> None:
+    """ "last summer", "this winter" named no range; seasons are the northern meteorological ones, relative to when
+    the query is asked as months are."""
+    found = time_range_in(query, now.replace(tzinfo=UTC))
+    if season is None:
+        assert found is None
+        return
+    year, month = season
+    start = datetime(year, month, 1, tzinfo=UTC)
+    end = datetime(year + (month + 3 > 12), (month + 2) % 12 + 1, 1, tzinfo=UTC)
+    assert found == TimeRange(start - timedelta(days=1), end + timedelta(days=1))
+
+
+@pytest.mark.parametrize(
+    ('query', 'now', 'expected'),
+    [
+        ('spring last winter', datetime.min, None),  # December of year 0
+        ('this winter', datetime.min, None),
+        ('last summer', datetime.min, None),
+        ('this spring', datetime.min, (datetime(1, 2, 28), datetime(1, 6, 2))),
+        ('this winter', datetime.max, (datetime(9999, 11, 30), None)),  # open past the calendar's end
+        ('last autumn', datetime.max, (datetime(9999, 8, 31), datetime(9999, 12, 2))),
+    ],
+)
+def test_a_season_at_either_end_of_the_calendar(
+    query: str, now: datetime, expected: tuple[datetime, datetime | None] | None
+) -> None:
+    found = time_range_in(query, now.replace(tzinfo=UTC))
+    if expected is None:
+        assert found is None
+        return
+    since, until = expected
+    assert found == TimeRange(since.replace(tzinfo=UTC), None if until is None else until.replace(tzinfo=UTC))
+
+
+@pytest.mark.parametrize(
     ('query', 'now', 'expected'),
     [
         ('last week', datetime(2024, 3, 10), (datetime(2024, 2, 24), datetime(2024, 3, 9))),
@@ -263,12 +324,15 @@ def test_relative_spans_in_a_query(query: str, now: datetime, expected: tuple[da
         ('Caroline last May', datetime(2024, 3, 1, tzinfo=UTC), '2023-05'),
         ('Caroline last June', datetime(2024, 3, 1, tzinfo=UTC), '2023-06'),
         ('Caroline this June', datetime(2023, 12, 1, tzinfo=UTC), '2023-06'),
+        ('Caroline last spring', datetime(2024, 3, 1, tzinfo=UTC), '2023-05'),
+        ('Caroline last summer', datetime(2024, 3, 1, tzinfo=UTC), '2023-06'),
+        ('Caroline this summer', datetime(2023, 12, 1, tzinfo=UTC), '2023-06'),
     ],
 )
 def test_recall_prefers_the_month_last_or_this_names(
     filled: tuple[GraphStore, str], query: str, asked: datetime, sitting: str
 ) -> None:
-    """Through `recall` on every backend: the sittings are 8 May and 20 June 2023 (`small_dialogue`)."""
+    """Through `recall` on every backend: the sittings are 8 May and 20 June 2023 (`small_dialogue`); a season too."""
     store, namespace = filled
     config = RecallConfig(max_df_share=1, prefer_boost=10.0)
     hits = recall(store, query, 3, method='graph', namespace=namespace, session_id='conv-1', now=asked, config=config)

@@ -814,7 +814,13 @@ def test_format_9_file_leaves_the_memory_tools_answers_out_of_its_index(tmp_path
         ModelRequest(parts=[UserPromptPart('Which studio was that?')]),
         ModelResponse(parts=[ToolCallPart('recall', {'query': 'studio'}, tool_call_id='r1')]),
         ModelRequest(
-            parts=[ToolReturnPart('recall', '1. Ann signed up at the Hollowbrook studio.', tool_call_id='r1')]
+            parts=[
+                ToolReturnPart(
+                    'recall',
+                    '1. recover_block("mem_0123456789abcdef01234567") Ann signed up at the Hollowbrook studio.',
+                    tool_call_id='r1',
+                )  # unmarked, as before the toolset marked its answers; a hit names the id that recovers it
+            ]
         ),
         ModelResponse(parts=[TextPart('That one, from last month.')]),
     ]

@@ -56,6 +56,13 @@ def _recall(args: argparse.Namespace) -> int:
     method: Method = args.method or ('hybrid' if args.embedding else 'fused')
     if method in DENSE_METHODS and not args.embedding:
         raise CliError(f'--method {method} needs --embedding MODEL (or MEMENTOGRAPH_EMBEDDING_MODEL)', code=2)
+    if not args.store_vectors and method not in DENSE_METHODS:
+        # the model is not even loaded: the flag would do nothing, as it would without --embedding
+        raise CliError(
+            f'--no-store-vectors applies only to the methods that use --embedding ({", ".join(DENSE_METHODS)}): '
+            f'--method {method} embeds nothing',
+            code=2,
+        )
     model = load_embedding(args.embedding) if method in DENSE_METHODS else None
     with store_from(args) as store:
         require_session(store, args.namespace, args.session)

@@ -35,6 +35,7 @@ from pydantic_ai.embeddings import EmbeddingModel
 
 from ..knowledge_graph.dense import DenseIndex
 from ..knowledge_graph.recall import DENSE_METHODS, Method, parse_time, rank_blocks
+from ..knowledge_graph.recall._query import plus_days
 from ..knowledge_graph.store import GraphStore, open_store
 from ._common import Table, dense_index, malformed, methods_for, read_benchmark
 from ._ingest import (
@@ -144,7 +145,7 @@ def _load(path: str | Path) -> tuple[list[_Question], dict[str, Dialogue], int]:
                         turn_id=f'{session_id}:{index}',
                         role='user' if turn['role'] == 'user' else 'assistant',
                         text=str(turn['content']),
-                        timestamp=None if start is None else start + timedelta(seconds=index),
+                        timestamp=None if start is None else _turn_time(start, index),
                     )
                     for index, turn in enumerate(session)
                     if str(turn.get('content', '')).strip()
@@ -168,13 +169,23 @@ def _load(path: str | Path) -> tuple[list[_Question], dict[str, Dialogue], int]:
     return questions, dialogues, abstention
 
 
+def _turn_time(start: datetime, index: int) -> datetime:
+    """The `index`-th turn of a session begun at `start`, a second apart (their order kept); the calendar's last
+    moment for turns past it (a session dated at 9999-12-31 23:59:59)."""
+    try:
+        return start + timedelta(seconds=index)
+    except OverflowError:
+        return datetime.max.replace(tzinfo=start.tzinfo)
+
+
 def _end_of_day(moment: str) -> datetime | None:
     """Midnight after `moment`: the dataset's clock times within a day are not reliable (some evidence sessions are
-    stamped hours after the question that cites them, always on the same day), its dates are."""
+    stamped hours after the question that cites them, always on the same day), its dates are. `None` (no bound)
+    when `moment` is not a date, or is on the calendar's last day, which has no midnight after it."""
     parsed = parse_time(moment)
     if parsed is None:
         return None
-    return datetime.combine(parsed.date() + timedelta(days=1), datetime.min.time(), tzinfo=parsed.tzinfo)
+    return plus_days(datetime.combine(parsed.date(), datetime.min.time(), tzinfo=parsed.tzinfo), 1)
 
 
 def _session_ranking(store: GraphStore, question: _Question, method: Method, session_of: dict[str, str],

@@ -19,7 +19,7 @@ from ..._languages import MONTHS, RELATIVE_DAYS, RELATIVE_SPANS, UNITS_AGO, phra
 from ..._text import IDEOGRAPH_RUN, ideograph_runs_apart
 from ..entities import entity_key, extract_entities, key_class, stem, stopwords_for
 
-__all__ = ('MatchKind', 'QueryKey', 'QueryPlan', 'TimeRange', 'parse_time', 'plan_query', 'time_range_in')
+__all__ = ('MatchKind', 'QueryKey', 'QueryPlan', 'TimeRange', 'parse_time', 'plan_query', 'plus_days', 'time_range_in')
 
 MatchKind = Literal['exact', 'normalised', 'fuzzy']
 
@@ -176,7 +176,7 @@ _UNITS: Final = {'day': 1, 'week': 7, 'month': 30, 'year': 365}
 _NUMBERS: Final = {'a': 1, 'an': 1, 'one': 1, 'two': 2, 'three': 3, 'four': 4, 'five': 5, 'six': 6, 'few': 3}
 
 
-def _plus(moment: datetime | None, days: int) -> datetime | None:
+def plus_days(moment: datetime | None, days: int) -> datetime | None:
     """`moment` moved by `days`; `None` (that end of the range open) past either end of the calendar, which a
     message's `datetime.min` / `max` timestamp or a huge count reaches."""
     if moment is None:
@@ -197,9 +197,10 @@ def _next_month(moment: datetime) -> datetime | None:
 
 def time_range_in(query: str, now: datetime) -> TimeRange | None:
     """The time range a query names relative to `now`, if any: `in March` (the latest March up to now), `last May`
-    (the latest May before this month), `this May` (May of this year), `last month`, `last week`, `yesterday`,
-    `today`, `N days/weeks/months ago`, `in the past N days/weeks/months`, `in 2022`; and their like in the other
-    languages `_languages` knows (`im März`, `вчера`, `il y a 3 mois`, `先月`).
+    (the latest May before this month), `this May` (May of this year), `last summer` / `this winter` (a season:
+    `_last_or_this_season`), `last month`, `last week`, `yesterday`, `today`, `N days/weeks/months ago`, `in the past
+    N days/weeks/months`, `in 2022`; and their like in the other languages `_languages` knows (`im März`, `вчера`,
+    `il y a 3 mois`, `先月`).
 
     Ranges are generous (a day's slack on each side): a range is a hint for ranking, and people round.
     """
@@ -209,7 +210,7 @@ def time_range_in(query: str, now: datetime) -> TimeRange | None:
     match = re.search(r'\b(?:in|during|of|since)\s+(' + '|'.join(_MONTHS) + r')\b(?:\s+(\d{4}))?', text)
     if match:
         return _month_range(_MONTHS.index(match.group(1)) + 1, match.group(2), now)
-    found = _last_or_this_month(query, now)
+    found = _last_or_this_month(query, now) or _last_or_this_season(query, now)
     if found is not None:
         return found
     match = re.search(r'\b(?:in|during)\s+((?:19|20)\d{2})\b', text)
@@ -217,9 +218,9 @@ def time_range_in(query: str, now: datetime) -> TimeRange | None:
         year = int(match.group(1))
         return TimeRange(datetime(year, 1, 1, tzinfo=UTC) - day, datetime(year + 1, 1, 1, tzinfo=UTC) + day)
     if re.search(r'\byesterday\b', text):
-        return TimeRange(_plus(now, -2), now)
+        return TimeRange(plus_days(now, -2), now)
     if re.search(r'\btoday\b', text):
-        return TimeRange(_plus(now, -1), _plus(now, 1))
+        return TimeRange(plus_days(now, -1), plus_days(now, 1))
     match = re.search(r'\blast\s+(week|month|year)\b', text)
     if match:
         return _last_range(match.group(1), now)
@@ -230,7 +231,7 @@ def time_range_in(query: str, now: datetime) -> TimeRange | None:
     match = re.search(r'\b(?:past|last|previous)\s+(\d+|two|three|four|five|six|few)\s+(day|week|month|year)s\b', text)
     if match:
         count = int(match.group(1)) if match.group(1).isdigit() else _NUMBERS[match.group(1)]
-        return TimeRange(_plus(now, -count * _UNITS[match.group(2)] - 1), _plus(now, 1))
+        return TimeRange(plus_days(now, -count * _UNITS[match.group(2)] - 1), plus_days(now, 1))
     return _range_in_other_languages(text, now)
 
 
@@ -241,7 +242,7 @@ def _month_range(month: int, year: str | None, now: datetime) -> TimeRange | Non
     if start is None:
         return None
     end = _next_month(start)
-    return TimeRange(_plus(start, -1), None if end is None else _plus(end, 1))
+    return TimeRange(plus_days(start, -1), None if end is None else plus_days(end, 1))
 
 
 _LAST_OR_THIS_MONTH: Final = re.compile(
@@ -276,20 +277,58 @@ def _last_or_this_month(query: str, now: datetime) -> TimeRange | None:
     return None
 
 
+_SEASONS: Final = {'spring': 3, 'summer': 6, 'autumn': 9, 'fall': 9, 'winter': 12}
+"""The month each season begins (northern meteorological seasons, three months each: winter spans the new year)."""
+_LAST_OR_THIS_SEASON: Final = re.compile(
+    r'(?<!\bthe\s)\b(last|this)\s+(' + '|'.join(_SEASONS) + r")\b(?!'?s?\s+\d{4})", re.IGNORECASE
+)
+"""`last summer`, `this winter`; not `the last summer` (the final one), nor a season a year follows (`last summer
+2021`, which says no more than `in 2021` does)."""
+
+
+def _last_or_this_season(query: str, now: datetime) -> TimeRange | None:
+    """`last summer` (the latest summer before this season: said in July, a year ago; in October, this year's) or
+    `this summer` (this year's; `this winter` is the one in progress or, from March to November, the one that ended
+    in February: only a season that has begun can hold a conversation), a day's slack on each side; `None` when the
+    season begins before the calendar does.
+
+    "fall" is also a verb ("did this fall apart"): lower-case after "this", it counts as the season only where "may"
+    counts as the month (`_AFTER_THE_MONTH`).
+    """
+    for match in _LAST_OR_THIS_SEASON.finditer(query):
+        which, name = match.group(1).lower(), match.group(2)
+        if name == 'fall' and which == 'this':
+            following = re.match(r"\s*([^\W\d_][\w']*)", query[match.end() :])
+            if following is not None and following.group(1).lower() not in _AFTER_THE_MONTH:
+                continue
+        first = _SEASONS[name.lower()] - 1  # the month it begins, from 0
+        if which == 'this':
+            start = (now.year - (first == 11 and now.month != 12)) * 12 + first  # months since year 0
+        else:
+            season = now.year * 12 + now.month - 1 - now.month % 3  # when the season `now` is in began
+            start = season - 1 - (season - 1 - first) % 12
+        begin = _month_start(start // 12, start % 12 + 1)
+        if begin is None:
+            return None
+        end = _month_start((start + 3) // 12, (start + 3) % 12 + 1)
+        return TimeRange(plus_days(begin, -1), None if end is None else plus_days(end, 1))
+    return None
+
+
 def _last_range(unit: str, now: datetime) -> TimeRange:
     """ "last week / month / year": up to two of them back, people being loose about which."""
-    return TimeRange(_plus(now, -(2 * _UNITS[unit] + 1)), now)
+    return TimeRange(plus_days(now, -(2 * _UNITS[unit] + 1)), now)
 
 
 def _ago_range(count: int, unit: str, now: datetime) -> TimeRange | None:
     """`count` units before `now`, half a unit's slack on each side (a day at least); `None` before the calendar
     begins."""
     span = _UNITS[unit]
-    center = _plus(now, -count * span)
+    center = plus_days(now, -count * span)
     if center is None:
         return None
     slack = max(1, span // 2)
-    return TimeRange(_plus(center, -slack), _plus(center, slack))
+    return TimeRange(plus_days(center, -slack), plus_days(center, slack))
 
 
 def _range_in_other_languages(text: str, now: datetime) -> TimeRange | None:
@@ -300,9 +339,9 @@ def _range_in_other_languages(text: str, now: datetime) -> TimeRange | None:
         if match:
             return _month_range(names.index(match.group(1)) + 1, match.group(2), now)
     if _YESTERDAY.search(text):
-        return TimeRange(_plus(now, -2), now)
+        return TimeRange(plus_days(now, -2), now)
     if _TODAY.search(text):
-        return TimeRange(_plus(now, -1), _plus(now, 1))
+        return TimeRange(plus_days(now, -1), plus_days(now, 1))
     for unit, pattern in _LAST_SPANS:
         if pattern.search(text):
             return _last_range(unit, now)
