@@ -15,6 +15,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 
 import pytest
+from pydantic import BaseModel
 from pydantic_ai import Agent
 from pydantic_ai.messages import (
     ModelMessage,
@@ -35,6 +36,7 @@ from mementograph.knowledge_graph.memory import BlockInput, ExtractiveCompressor
 from mementograph.knowledge_graph.store import GraphStore, verify_store
 from tests.conftest import open_neo4j
 from tests.reliability._faults import FaultyStore
+from tests.scripted import streaming_model
 
 FACTS = [
     'my dog is called Zebedee and he is a beagle',
@@ -327,3 +329,55 @@ async def test_a_failure_at_the_run_end_is_a_warning_and_the_log_is_whole(backen
     blocks = store.list_blocks(namespace=ns, session_id=session)
     assert blocks and min(b.first_message for b in blocks) == 0
     assert_whole(store, session, ns)
+
+
+class Reply(BaseModel):
+    text: str
+
+
+def structured_reply(messages: list[ModelMessage], info: AgentInfo) -> ModelResponse:
+    """`chat_reply` through an output tool: the run ends with its closing request (`'Final result processed.'`)."""
+    text = chat_reply(messages, info).parts[0].content  # type: ignore[union-attr]
+    return ModelResponse(parts=[ToolCallPart('final_result', {'text': text}, tool_call_id=f'reply_{len(messages)}')])
+
+
+async def test_a_streamed_chat_is_archived_as_a_run_chat_is(backend: Backend) -> None:
+    """`run_stream` ends its run when its output has been read: the run's end hooks (`wrap_run`, `after_run`) run as
+    the `async with` block exits, and a text-output stream archives there. With structured output the closing
+    request reaches only the stream's history, so the last response's output call looks unanswered at the run's
+    end; `log_history(result.all_messages())` logs that request and archives what `agent.run` would have."""
+    store, ns = backend.store, backend.namespace
+    prompts = [f'Remember: {fact}.' for fact in FACTS[:4]]
+    blocks: dict[str, list[tuple[int, int]]] = {}
+    for how in ('structured run_stream', 'structured run', 'text run_stream'):
+        capability = MementoCompaction(store, namespace=ns, max_tokens=50_000)
+        structured = how.startswith('structured')
+        model = streaming_model(structured_reply if structured else chat_reply)
+        agent = Agent(model, capabilities=[capability], output_type=Reply if structured else str)
+        history: list[ModelMessage] = []
+        for prompt in prompts:
+            if how.endswith('run_stream'):
+                async with agent.run_stream(prompt, message_history=history) as result:
+                    await result.get_output()
+                history = result.all_messages()
+                if structured:
+                    assert await capability.log_history(history) == 1  # its closing request
+            else:
+                history = (await agent.run(prompt, message_history=history)).all_messages()
+        session = session_of(history)
+        blocks[how] = sorted(
+            (b.first_message, b.last_message) for b in store.list_blocks(namespace=ns, session_id=session)
+        )
+        assert blocks[how][-1][1] == len(history) - 1, how  # the last turn too
+        for block in store.list_blocks(namespace=ns, session_id=session):
+            recovered = store.recover_block(block.id, namespace=ns, session_id=session).messages
+            assert serialize_messages(recovered) == serialize_messages(
+                history[block.first_message : block.last_message + 1]
+            )
+        assert_whole(store, session, ns)
+        if how == 'structured run_stream':  # a new conversation recalls its last turn (before the others exist)
+            recaller = Recaller('hazelnuts pralines')
+            recalling = MementoCompaction(store, namespace=ns, max_tokens=50_000, recall_scope='namespace')
+            await Agent(FunctionModel(recaller), capabilities=[recalling]).run('What am I allergic to?')
+            assert 'hazelnuts' in recaller.returns['recover'] and 'sha256 verified' in recaller.returns['recover']
+    assert blocks['structured run_stream'] == blocks['structured run']

@@ -814,35 +814,61 @@ class MementoCompaction(AbstractCapability[AgentDepsT]):
 
     async def log_history(self, messages: Sequence[ModelMessage]) -> int:
         """Append to the session's log what it does not hold yet of `messages`, a finished run's
-        `all_messages()`; returns how many messages were appended. Raises the store's error, or
-        `StoreTimeoutError` when the store has not answered within `store_timeout`.
+        `all_messages()`, then archive its completed blocks as the run's end would have (`archive_at_run_end`);
+        returns how many messages were appended. Raises the store's error, or `StoreTimeoutError` when the store
+        has not answered within `store_timeout`; archiving failing is a warning, as at a run's end.
 
         Every run logs its history itself, with one exception: `Agent.run_stream` with structured output (an
         output tool) adds its closing request (the output tool's `'Final result processed.'` return, and the returns
         of the other tool calls of the last response) to the stream's own history only, after every hook of the run
-        has run, so no capability ever sees it. After such a stream, `await memento.log_history(result.all_messages())`
-        logs it. A later run that continues the conversation (`message_history`) would log it too, and neither
-        logs anything twice: the history is placed in the log as a run's is (a continuation goes on from the log's
-        last message, anything else after it).
+        has run, so no capability ever sees it. At the run's end the last response's output tool call looks
+        unanswered, so the run's last turn waits to be archived. After such a stream,
+        `await memento.log_history(result.all_messages())` logs the closing request and archives what `agent.run`
+        would have archived at its end. A later run that continues the conversation (`message_history`) would log
+        and archive it too, and neither logs or archives anything twice: the history is placed in the log as a
+        run's is (a continuation goes on from the log's last message, anything else after it).
 
         The session is `session_id`, else the history's `conversation_id`. With `retention` `'run'` or `'none'` the
         session is not kept after its run, and nothing is written.
         """
-        return await StoreCalls(self.store_timeout)(self.log_history_sync, messages)
+        calls = StoreCalls(self.store_timeout)
+        logged = await calls(self._log_history, messages)
+        if logged is None:
+            return 0
+        compactor, history, count = logged
+        try:
+            if self._archives_at_run_end():
+                await self._archive_completed(compactor, history)
+        finally:
+            await calls(compactor.close)
+        return count
 
     def log_history_sync(self, messages: Sequence[ModelMessage]) -> int:
         """`log_history`, blocking (for `run_stream_sync`): the store's answer is waited for up to `store_timeout`
-        for the log's writes, without a bound for where the log stands."""
-        if self.retention != 'permanent' or not messages:
+        for the log's writes, without a bound for where the log stands. It logs; it does not archive (the
+        compressor is async): a run that continues the conversation archives the blocks at its end."""
+        logged = self._log_history(messages)
+        if logged is None:
             return 0
+        compactor, _, count = logged
+        compactor.close()
+        return count
+
+    def _log_history(self, messages: Sequence[ModelMessage]) -> tuple[SessionCompactor, list[ModelMessage], int] | None:
+        """A compactor of the history's session, the history as the log holds it (merged requests taken apart) and
+        how many of its messages were queued for the log; `None` when the session is not kept (blocking)."""
+        if self.retention != 'permanent' or not messages:
+            return None
         conversation = next((m.conversation_id for m in reversed(messages) if m.conversation_id), None)
         session = self.session_id or conversation or 'default'
         high = self.max_tokens or self._mark(self.context_window or self.fallback_context_window)
         compactor = self._new_compactor(session, None, max(1, high), StoreCalls(self.store_timeout))
         try:
-            return compactor.sync_log(compactor.unmerged(messages) or messages)
-        finally:
+            history = compactor.unmerged(messages) or list(messages)
+            return compactor, history, compactor.sync_log(history)
+        except BaseException:
             compactor.close()
+            raise
 
     async def _log_final(self, messages: list[ModelMessage], ctx: RunContext[AgentDepsT]) -> None:
         """Queue the messages the log does not hold yet; even while the store hangs, they are queued (and written
@@ -870,6 +896,10 @@ class MementoCompaction(AbstractCapability[AgentDepsT]):
             return
         if self._state.log_error is not None:  # the log lacks messages: the run's end says which, and why
             return
+        await self._archive_completed(compactor, messages)
+
+    async def _archive_completed(self, compactor: SessionCompactor, messages: list[ModelMessage]) -> None:
+        """Archive the completed blocks of `messages` no eviction archived; a failure is a warning."""
         try:
             report = await compactor.archive_completed(messages)
         except RedactionError:  # warned about by the log, whose messages wait with it; the run's end counts them
@@ -887,7 +917,7 @@ class MementoCompaction(AbstractCapability[AgentDepsT]):
             reason = f'blocks left to archive later, the compressor failed on {"; ".join(report.failures)}'
         reason += _log_is_whole(compactor)
         logger.warning('mementograph: %s', reason)
-        warnings.warn(f'mementograph: {reason}', MementoWarning, stacklevel=2)
+        warnings.warn(f'mementograph: {reason}', MementoWarning, stacklevel=3)
 
     async def _log_failed_run(self, ctx: RunContext[AgentDepsT]) -> None:
         """Queue what a failed (or cancelled) run added after its last model request (tool results, a response).
