@@ -17,6 +17,7 @@ if TYPE_CHECKING:
     from ._tokens import DEFAULT_ENCODING, TokenCounter, TokenizerUnavailableError
     from .agent import create_agent
     from .capabilities import (
+        MementoBreakerEvent,
         MementoCompaction,
         MementoEvictedEvent,
         MementoRecoveredEvent,
@@ -46,6 +47,7 @@ __all__ = (
     'BlockRecord',
     'Eviction',
     'GraphStore',
+    'MementoBreakerEvent',
     'MementoCompaction',
     'MementoEvictedEvent',
     'MementoRecord',
@@ -76,6 +78,7 @@ __getattr__ = LazyExports(
     {
         '.agent': ('create_agent',),
         '.capabilities': (
+            'MementoBreakerEvent',
             'MementoCompaction',
             'MementoEvictedEvent',
             'MementoRecoveredEvent',

@@ -543,6 +543,8 @@ def test_create_agent_has_memento_on_by_default(store: GraphStore) -> None:
         ({'hard_limit_fraction': 2}, r'^hard_limit_fraction must be in \(0, 1\]'),
         ({'compress_timeout': 0}, '^compress_timeout must be a positive number of seconds or None, not 0'),
         ({'compress_timeout': '60'}, "^compress_timeout must be a number, not '60'"),
+        ({'compress_cooldown': -1}, '^compress_cooldown must be 0 or more seconds, not -1'),
+        ({'compress_cooldown': '300'}, "^compress_cooldown must be a number, not '300'"),
         ({'session_id': 123}, '^session_id must be a non-empty str, not 123'),
         ({'session_id': ' '}, '^session_id must be a non-empty str'),
         ({'namespace': ''}, '^namespace must be a non-empty str'),

@@ -73,6 +73,7 @@ from ..knowledge_graph.memory import (
 )
 from ..knowledge_graph.recall import pages_for_eviction
 from ..knowledge_graph.store import GraphStore, LogConflictError, NotFoundError, PageConflictError
+from ._breaker import BreakerChange, CompressorBreaker, is_outage
 from ._events import MementoWarning
 from ._layout import (
     MICRO_METADATA,
@@ -298,6 +299,15 @@ class SessionCompactor:
     compress_timeout: float | None = None
     """Longest wait, in seconds, for one memento (its compression and judging, refinements included); past it the
     compression is cancelled and counts as failed (`None`: unbounded)."""
+    breaker: CompressorBreaker = field(default_factory=CompressorBreaker)
+    """Gives the compressor's and judge's model up for a cool-down once it failed several mementos in a row for a
+    reason not about their blocks (`_breaker`); `MementoCompaction` shares one between its runs."""
+    _breaker_changes: list[BreakerChange] = field(default_factory=list[BreakerChange], init=False, repr=False)
+    """The breaker's openings and closings this compactor's mementos caused, for the capability's events
+    (`take_breaker_changes`)."""
+    _outages: set[int | str] = field(default_factory=set[int | str], init=False, repr=False)
+    """Blocks (and merges) whose last memento by the model failed for a reason not about them (`is_outage`): made
+    by the fallback at once when the breaker is open by the time their compaction has all its outcomes."""
     _logged_through: int | None = field(default=None, init=False, repr=False)
     _base: int | None = field(default=None, init=False, repr=False)
     """Where this run's history starts in the session's log (`log_base`)."""
@@ -343,7 +353,8 @@ class SessionCompactor:
     """Compressions that failed or timed out, per block (its first log position) or merge (its oldest memento's
     id). A failure leaves the block in the context to be tried again; after `COMPRESS_ATTEMPTS` the extractive
     compressor writes its memento, so one block the compressor will not take (an LLM's refusal, a model that never
-    answers) does not keep every later block in the context for good."""
+    answers) does not keep every later block in the context for good. A model failing every block is the breaker's
+    (`breaker`): it gives the model up for all of them at once."""
 
     # -- the live history -----------------------------------------------------------------------------------------
 
@@ -909,40 +920,127 @@ class SessionCompactor:
             parts.append(part)
         return replace(message, parts=parts)
 
-    def _engine_for(self, key: int | str, what: str) -> MementoEngine:
-        """The engine, or for a block (or merge) its compressor failed on `COMPRESS_ATTEMPTS` times, one that needs
-        no model: the extractive compressor and the rubric judge (a judge that never answers would otherwise hang
-        the fallback too), said in a warning."""
-        if self._compress_failures.get(key, 0) < COMPRESS_ATTEMPTS:
-            return self.engine
-        if isinstance(self.engine.compressor, ExtractiveCompressor) and isinstance(
+    def _model_free(self) -> bool:
+        """Whether the engine needs no model (the extractive compressor and the rubric judge, or none)."""
+        return isinstance(self.engine.compressor, ExtractiveCompressor) and isinstance(
             self.engine.judge, RubricJudge | None
-        ):
-            return self.engine  # nothing else to fall back on: it is tried again, and warned about again
+        )
+
+    def _fallback(self) -> MementoEngine:
+        """The engine that needs no model: the extractive compressor and the rubric judge (a judge that never
+        answers would otherwise hang the fallback too)."""
         judge = None if self.engine.judge is None else RubricJudge()
+        return replace(self.engine, compressor=ExtractiveCompressor(), judge=judge)
+
+    def _engine_for(self, key: int | str, what: str) -> MementoEngine:
+        """The engine, or for a block (or merge) its compressor failed on `COMPRESS_ATTEMPTS` times, the fallback,
+        said in a warning."""
+        if self._compress_failures.get(key, 0) < COMPRESS_ATTEMPTS or self._model_free():
+            return self.engine  # with no model, nothing else to fall back on: tried again, and warned about again
         if not self._warned_fallback:
             self._warned_fallback = True
-            judged = '' if judge is None or isinstance(self.engine.judge, RubricJudge) else ', judged by the rubric'
+            judge = self.engine.judge
+            judged = '' if judge is None or isinstance(judge, RubricJudge) else ', judged by the rubric'
             warnings.warn(
                 f'mementograph: {self.engine.compressor.name} failed {COMPRESS_ATTEMPTS} times on {what}; the '
                 f'extractive compressor writes the mementos of such blocks{judged}',
                 MementoWarning,
                 stacklevel=3,
             )
-        return replace(self.engine, compressor=ExtractiveCompressor(), judge=judge)
+        return self._fallback()
 
-    async def _memento(self, engine: MementoEngine, block: BlockInput, key: int | str) -> MementoResult:
-        """`engine.make_memento(block)`, bounded by `compress_timeout`; a failure is counted against `key`.
+    async def _memento(self, block: BlockInput, key: int | str, what: str) -> MementoResult:
+        """The memento of `block` (`what`, for warnings), bounded by `compress_timeout`; a failure is counted
+        against `key`. While the breaker is open, the fallback makes it.
 
         Past the bound the compression is cancelled and `CompressionError` raised, as for a compressor that fails:
         the block stays in the context. Its answer, should one still come (a model call blocked in a thread cannot
         be stopped), is dropped: nothing but this method reads it, and it has returned.
         """
+        self._outages.discard(key)
+        engine = self._engine_for(key, what)
+        by_model = engine is self.engine and not self._model_free()
+        use = self.breaker.acquire() if by_model else 'fallback'
+        if by_model and use == 'fallback':
+            engine, by_model = self._fallback(), False
+        probe = use == 'probe'  # the one memento the model may make while the breaker is open
         try:
-            return await self._bounded(engine, block)
-        except Exception:
+            result = await self._bounded(engine, block)
+        except Exception as exc:
             self._compress_failures[key] = self._compress_failures.get(key, 0) + 1
+            if by_model and is_outage(exc):
+                self._outages.add(key)
+                self._breaker_changed(self.breaker.failed(exc, probe=probe))
+            elif by_model:
+                self.breaker.answered(probe=probe)
             raise
+        except BaseException:
+            if probe:
+                self.breaker.release()
+            raise
+        if by_model:
+            self._breaker_changed(self.breaker.succeeded(probe=probe))
+        return result
+
+    async def _made(self, jobs: Sequence[tuple[int | str, BlockInput, str]]) -> list[MementoResult | BaseException]:
+        """The mementos of `jobs` (`(key, block, what)`, as `_memento` takes them), made at once; each outcome is
+        its memento or its error (`_rescued`)."""
+        outcomes = await asyncio.gather(*(self._memento(b, k, w) for k, b, w in jobs), return_exceptions=True)
+        return await self._rescued(jobs, outcomes)
+
+    async def _rescued(
+        self, jobs: Sequence[tuple[int | str, BlockInput, str]], outcomes: Sequence[MementoResult | BaseException]
+    ) -> list[MementoResult | BaseException]:
+        """`outcomes`, where the model failed a job for a reason not about it and the breaker is open now (it
+        failed often enough, maybe with this very job among those made at once), with the fallback's memento:
+        the compaction goes ahead instead of waiting for the next one."""
+        rescued = list(outcomes)
+        for index, ((key, block, _), outcome) in enumerate(zip(jobs, outcomes, strict=True)):
+            if not isinstance(outcome, Exception) or key not in self._outages or not self.breaker.is_open:
+                continue
+            self._outages.discard(key)
+            try:
+                rescued[index] = await self._bounded(self._fallback(), block)
+            except Exception as exc:
+                self._compress_failures[key] = self._compress_failures.get(key, 0) + 1
+                rescued[index] = exc
+        return rescued
+
+    def _breaker_changed(self, change: BreakerChange | None) -> None:
+        """Say that the breaker opened (a warning; at INFO when a probe failed) or closed (a log line), and keep
+        the change for the capability's event."""
+        if change is None:
+            return
+        self._breaker_changes.append(change)
+        name = self.model_name()
+        if not change.opened:
+            logger.warning('mementograph: %s made a memento again; it writes the mementos again', name)
+            return
+        fallback = 'the extractive compressor' + ('' if self.engine.judge is None else ' and the rubric judge')
+        if change.probe:
+            logger.info(
+                'mementograph: %s still fails (%s); %s write every memento for %g s more, then the model is tried again',
+                name, change.error, fallback, change.cooldown,
+            )  # fmt: skip
+            return
+        message = (
+            f'{name} failed {change.failures} mementos in a row ({change.error}); {fallback} (no model) write every '
+            f'memento for {change.cooldown:g} s (compress_cooldown), then the model is tried again'
+        )
+        logger.warning('mementograph: %s', message)
+        warnings.warn(f'mementograph: {message}', MementoWarning, stacklevel=2)
+
+    def take_breaker_changes(self) -> list[BreakerChange]:
+        """The breaker's changes since the last call (for the capability's events)."""
+        changes, self._breaker_changes = self._breaker_changes, []
+        return changes
+
+    def model_name(self) -> str:
+        """The compressor's name, and the judge's when that is not the rubric (what the breaker gives up on)."""
+        compressor, judge = self.engine.compressor, self.engine.judge
+        if judge is None or isinstance(judge, RubricJudge):
+            return compressor.name
+        return f'{compressor.name} and {getattr(judge, "name", type(judge).__name__)}'
 
     async def _bounded(self, engine: MementoEngine, block: BlockInput) -> MementoResult:
         timeout = self.compress_timeout
@@ -962,7 +1060,7 @@ class SessionCompactor:
         judge = '' if engine.judge is None else f' and {getattr(engine.judge, "name", type(engine.judge).__name__)}'
         raise CompressionError(
             f'{engine.compressor.name}{judge} gave no memento within {timeout:g} s (compress_timeout); cancelled'
-        )
+        ) from TimeoutError(f'no memento within {timeout:g} s')
 
     def _originals_of(self, spans: Sequence[Sequence[ModelMessage]]) -> list[list[ModelMessage]]:
         return [self._originals(span) for span in spans]
@@ -1098,12 +1196,8 @@ class SessionCompactor:
             block_input, text = self._block_input(block_messages, room)
             archives.append((block_messages, text))
             inputs.append(block_input)
-        outcomes = await asyncio.gather(
-            *(
-                self._memento(self._engine_for(log_index, f'the block at message {log_index}'), b, log_index)
-                for (_, log_index), b in zip(chosen, inputs, strict=True)
-            ),
-            return_exceptions=True,
+        outcomes = await self._made(
+            [(i, b, f'the block at message {i}') for (_, i), b in zip(chosen, inputs, strict=True)]
         )
         failed = next((i for i, outcome in enumerate(outcomes) if isinstance(outcome, BaseException)), None)
         if failed is not None:
@@ -1306,17 +1400,17 @@ class SessionCompactor:
             return ArchiveReport()
         spans = [messages[segment.start : segment.end] for segment, _ in chosen]
 
-        async def make(log_index: int, block: BlockInput, span: Sequence[ModelMessage]) -> MementoResult:
+        jobs = [(i, b, f'the block at message {i}') for (_, i), b in zip(chosen, inputs, strict=True)]
+
+        async def make(log_index: int, block: BlockInput, span: Sequence[ModelMessage], what: str) -> MementoResult:
             if block.tokens < _MIN_EVICTABLE_TOKENS and not any(map(_has_binary, span)):
                 return _verbatim(block)  # no memento could be smaller, and no eviction will take it
-            return await self._memento(
-                self._engine_for(log_index, f'the block at message {log_index}'), block, log_index
-            )
+            return await self._memento(block, log_index, what)
 
-        outcomes = await asyncio.gather(
-            *(make(i, b, span) for (_, i), b, span in zip(chosen, inputs, spans, strict=True)),
-            return_exceptions=True,
+        made = await asyncio.gather(
+            *(make(i, b, span, what) for (i, b, what), span in zip(jobs, spans, strict=True)), return_exceptions=True
         )
+        outcomes = await self._rescued(jobs, made)
         blocks: list[BlockRecord] = []
         mementos: list[MementoRecord] = []
         mentions: list[Mention] = []
@@ -1579,12 +1673,11 @@ class SessionCompactor:
             max_tokens=min(max(room, int(tokens * _MERGE_MIN_SHARE)), int(tokens * _MERGE_MAX_SHARE)),
         )
         key = f'merge:{infos[0].memento_id}'
-        engine = self._engine_for(key, f'the mementos from message {infos[0].first_message}')
-        try:
-            result = await self._memento(engine, merged_input, key)
-        except Exception as exc:
-            if not report.changed:
-                raise  # nothing done yet: the compaction fails, as with any failing compressor
+        (result,) = await self._made([(key, merged_input, f'the mementos from message {infos[0].first_message}')])
+        if isinstance(result, BaseException):
+            exc = result
+            if not report.changed or not isinstance(exc, Exception):
+                raise exc  # nothing done yet: the compaction fails, as with any failing compressor
             # what this compaction evicted is committed: it stays evicted, and the merge is tried again next time
             self._merge_failed = True
             reason = f'merging mementos failed: {type(exc).__name__}: {exc}'

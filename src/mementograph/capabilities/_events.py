@@ -1,4 +1,5 @@
-"""`_events` -- capability events: what compaction did, skipped (and why) and recovered."""
+"""`_events` -- capability events: what compaction did, skipped (and why) and recovered, and when the compressor's
+model was given up on for a while."""
 
 from __future__ import annotations
 
@@ -6,7 +7,14 @@ from dataclasses import dataclass
 
 from pydantic_ai.messages import CapabilityEvent
 
-__all__ = ('MementoEvent', 'MementoEvictedEvent', 'MementoRecoveredEvent', 'MementoSkippedEvent', 'MementoWarning')
+__all__ = (
+    'MementoBreakerEvent',
+    'MementoEvent',
+    'MementoEvictedEvent',
+    'MementoRecoveredEvent',
+    'MementoSkippedEvent',
+    'MementoWarning',
+)
 
 
 class MementoWarning(UserWarning):
@@ -56,3 +64,22 @@ class MementoRecoveredEvent(MementoEvent, name='recovered'):
     block_id: str = ''
     exact: bool = True
     """The block's sha256 matched (recovery never returns bytes that fail the check)."""
+
+
+@dataclass(kw_only=True)
+class MementoBreakerEvent(MementoEvent, name='breaker'):
+    """The compressor's (or judge's) model failed several mementos in a row, so the extractive compressor and the
+    rubric judge, which need no model, write every memento for a cool-down (`opened`); or the model made a memento
+    again and writes them again (not `opened`). Its mementos record the compressor that wrote them."""
+
+    opened: bool = True
+    model: str = ''
+    """The compressor's name (with the judge's, when that is a model)."""
+    error: str | None = None
+    """The failure that opened it."""
+    failures: int = 0
+    """Mementos in a row the model had failed."""
+    cooldown: float = 0.0
+    """Seconds until the model is tried again (one memento, a probe)."""
+    probe: bool = False
+    """It opened again because that probe failed (each failed probe doubles the cool-down, up to 8 times)."""

@@ -60,8 +60,9 @@ from ..knowledge_graph.memory import (
 )
 from ..knowledge_graph.recall import page_index_text
 from ..knowledge_graph.store import STORE_ENV, GraphStore, StoreTimeoutError, check_store_uri, open_store
+from ._breaker import CompressorBreaker
 from ._compactor import CompactionPolicy, CompactionReport, SessionCompactor, Trigger
-from ._events import MementoEvictedEvent, MementoSkippedEvent, MementoWarning
+from ._events import MementoBreakerEvent, MementoEvictedEvent, MementoSkippedEvent, MementoWarning
 from ._toolset import MementoToolset
 
 if TYPE_CHECKING:
@@ -297,8 +298,18 @@ class MementoCompaction(AbstractCapability[AgentDepsT]):
     model that never answers would otherwise hold the run for good). Past it the compression is cancelled and
     counts as failed, as a compressor that raises: nothing is evicted, the run continues with its full context, a
     `MementoWarning` and a `MementoSkippedEvent` say why, and after 3 such failures on one block the extractive
-    compressor and the rubric judge (no model) write its memento. A late answer is dropped. `None` waits as long as
-    the compressor takes."""
+    compressor and the rubric judge (no model) write its memento. After 3 mementos in a row that timed out (or
+    failed with the provider down), they write every memento for `compress_cooldown`. A late answer is dropped.
+    `None` waits as long as the compressor takes."""
+
+    compress_cooldown: float = 300.0
+    """Seconds the compressor's and judge's model is given up on once it failed 3 mementos in a row for a reason not
+    about their blocks (`compress_timeout` passed; the provider unreachable, overloaded, rate-limited or refusing the
+    credentials): the extractive compressor and the rubric judge, which need no model, write every memento meanwhile
+    (at once: no block waits for its own 3 failures), so an outage does not hold the context over its mark. Then one
+    memento tries the model again: made, the model writes the mementos again; failed, the wait doubles (up to 8
+    times this). One `MementoWarning` when it is given up on, a log line when it is back, and a
+    `MementoBreakerEvent` each time (but at a run's end, whose event stream has closed). Every run of the capability shares it: the model is theirs alike."""
 
     encoding: str | None = None
     """tiktoken encoding, or `'estimate'`; `None`: `$MEMENTOGRAPH_ENCODING`, else one from the model name
@@ -366,11 +377,13 @@ class MementoCompaction(AbstractCapability[AgentDepsT]):
     _toolset: MementoToolset[AgentDepsT] = field(init=False, repr=False, compare=False)
     _state: _RunState = field(init=False, repr=False, compare=False)
     _zone: TimeZone = field(init=False, repr=False, compare=False)
+    _breaker: CompressorBreaker = field(init=False, repr=False, compare=False)
+    """One for every run: the compressor's model is down for all of them alike."""
 
     def __post_init__(self) -> None:
         # a spec gives strings as easily as numbers: '0.5' would fail in a comparison, 'false' would count as True
         numbers = ('max_fraction', 'low_water', 'memento_share', 'conversation_memento_share', 'hard_limit_fraction')
-        for name in (*numbers, 'store_timeout', 'compress_timeout'):
+        for name in (*numbers, 'store_timeout', 'compress_timeout', 'compress_cooldown'):
             value = getattr(self, name)
             if value is not None and not _is_number(value):
                 raise TypeError(f'{name} must be a number, not {value!r}')
@@ -408,6 +421,8 @@ class MementoCompaction(AbstractCapability[AgentDepsT]):
             raise ValueError(
                 f'compress_timeout must be a positive number of seconds or None, not {self.compress_timeout!r}'
             )
+        if not _is_number(self.compress_cooldown) or not self.compress_cooldown >= 0:
+            raise ValueError(f'compress_cooldown must be 0 or more seconds, not {self.compress_cooldown!r}')
         for name in ('memento_share', 'conversation_memento_share'):  # else every compaction would fail at run time
             if not 0 < getattr(self, name) <= 1:
                 raise ValueError(f'{name} must be in (0, 1]')
@@ -453,6 +468,7 @@ class MementoCompaction(AbstractCapability[AgentDepsT]):
         if self._dense is not None and self.embed_eagerly:
             self._embedder = _Shared(partial(_background_sync, self._dense))
         self._toolset = MementoToolset(self)
+        self._breaker = CompressorBreaker(cooldown=self.compress_cooldown)
         self._state = _RunState()
         self._run_copy = False
         self._latest_run = self._state  # what `reports` shows on the capability as configured
@@ -675,6 +691,7 @@ class MementoCompaction(AbstractCapability[AgentDepsT]):
             zone=self._zone,
             calls=calls,
             compress_timeout=self.compress_timeout,
+            breaker=self._breaker,
         )
 
     def _policy(self, high: int) -> CompactionPolicy:
@@ -711,8 +728,10 @@ class MementoCompaction(AbstractCapability[AgentDepsT]):
                         }
                     )
         except Exception as exc:
+            await self._breaker_events(ctx)
             await self._skipped(ctx, f'compaction failed: {type(exc).__name__}: {exc}', error=exc)
             return None
+        await self._breaker_events(ctx)
         self._state.reports.append(report)
         if report.changed:
             ctx.messages[:] = new
@@ -754,12 +773,36 @@ class MementoCompaction(AbstractCapability[AgentDepsT]):
             # unconditional: the orchestrator decides when to stop, so evict every completed block it may
             new, report = await self.compactor(ctx).compact(list(messages), trigger='auto', exhaustive=True)
         except Exception as exc:
+            await self._breaker_events(ctx)
             await self._skipped(ctx, f'compaction failed: {type(exc).__name__}: {exc}', error=exc)
             return messages
+        await self._breaker_events(ctx)
         self._state.reports.append(report)
         if report.changed:
             await self._refresh_page_index(ctx)
         return new
+
+    async def _breaker_events(self, ctx: RunContext[AgentDepsT]) -> None:
+        """A `MementoBreakerEvent` for each time the run's mementos opened or closed the breaker (its warning and
+        log lines are the compactor's)."""
+        compactor = self._state.compactor
+        if compactor is None:
+            return
+        for change in compactor.take_breaker_changes():
+            try:
+                await ctx.emit(
+                    MementoBreakerEvent(
+                        session_id=compactor.session_id,
+                        opened=change.opened,
+                        model=compactor.model_name(),
+                        error=change.error or None,
+                        failures=change.failures,
+                        cooldown=change.cooldown,
+                        probe=change.probe,
+                    )
+                )
+            except Exception:  # an event sink failing must not break the run either
+                logger.exception('mementograph: could not emit the breaker event')
 
     async def _skipped(self, ctx: RunContext[AgentDepsT], reason: str, *, error: BaseException | None = None) -> None:
         key = reason
