@@ -611,6 +611,24 @@ def test_stubs_are_deterministic_and_keep_alternation() -> None:
         assert 'recover_block("blk_1")' in ' '.join(message_text(m) for m in first)
 
 
+def test_a_stub_faces_each_neighbour_with_the_other_kind() -> None:
+    """pydantic-ai merges consecutive requests, and a history holds some (a structured-output run's closing request,
+    then the next run's prompt): a stub's end beside a request is a response, beside a response a request, so no
+    stub is ever merged into an original; at the history's ends a stub mirrors what it replaces."""
+    from pydantic_ai.messages import ModelRequest, ModelResponse, TextPart, UserPromptPart
+
+    from mementograph.capabilities._layout import stub_shape
+
+    q, r = ModelRequest(parts=[UserPromptPart('q')]), ModelResponse(parts=[TextPart('r')])
+    history = [q, r, q, q, r, q, q, r]  # two runs' closing requests, each followed by the next run's prompt
+    assert stub_shape(history, 3, 6) == 'response'  # from a prompt to a closing request: requests either side
+    assert stub_shape(history, 1, 3) == 'response'
+    assert stub_shape(history, 4, 7) == 'response-request'
+    assert stub_shape(history, 0, 2) == 'request-response'  # the first message: mirrored
+    assert stub_shape(history, 6, 8) == 'response'  # the last: mirrored, the request before it faced
+    assert stub_shape([r, q, r, q], 1, 3) == 'request-response'  # alternating: the shape of what it replaces
+
+
 async def test_composes_as_a_harness_tier_and_keeps_pinned_parts(store: GraphStore) -> None:
     from pydantic_ai.messages import ModelRequest
     from pydantic_ai_harness.compaction import ClearToolResults, TieredCompaction, pin

@@ -9,25 +9,30 @@ request in the run's history, which the capability logs itself.
 
 A structured-output run ends with a request, so the next run's prompt follows a request, and the run after that
 gets the two merged into one by pydantic-ai (it merges consecutive requests of a `message_history`): the capability
-takes them apart again, or it would log the whole conversation once more from its third run on.
+takes them apart again, or it would log the whole conversation once more from its third run on. A memento stub
+beside such a request is never merged into it: its end there is a response.
 """
 
 from __future__ import annotations
 
 import itertools
 import json
-from collections.abc import Iterator
+from collections.abc import Iterator, Sequence
+from dataclasses import dataclass, field
 from pathlib import Path
+from typing import Any
 
 import pytest
 from pydantic import BaseModel
-from pydantic_ai import Agent
+from pydantic_ai import Agent, RunContext
+from pydantic_ai.capabilities import AbstractCapability, CapabilityOrdering
 from pydantic_ai.messages import ModelMessage, ModelRequest, ModelResponse, ToolCallPart, ToolReturnPart, UserPromptPart
-from pydantic_ai.models.function import AgentInfo
+from pydantic_ai.models.function import AgentInfo, FunctionModel
 from pydantic_ai.models.test import TestModel
 
 from mementograph import MementoCompaction, open_store
 from mementograph._messages import deserialize_messages, serialize_messages
+from mementograph.capabilities._layout import micro_part_of, stub_info
 from mementograph.cli import main
 from mementograph.knowledge_graph.store import GraphStore, verify_store
 from tests.conftest import open_neo4j
@@ -263,3 +268,94 @@ async def test_a_history_that_only_looks_merged_is_logged_as_a_branch(store: tup
     second = (await agent.run('And its population?', message_history=branch)).all_messages()
     log = log_of(graph, namespace)
     assert same(log[: len(first)], first) and same(log[len(first) :], second)
+
+
+@dataclass
+class Arrivals(AbstractCapability[Any]):
+    """Outermost: every message of a run as it first appears, before `MementoCompaction` sees it -- the ground truth
+    the session log must hold, in order. A request pydantic-ai merged from earlier runs' is no arrival (no run id),
+    nor is a stub or a micro-compacted copy."""
+
+    messages: list[ModelMessage] = field(default_factory=list[ModelMessage])
+    _seen: set[int] = field(default_factory=set[int])
+
+    def get_ordering(self) -> CapabilityOrdering | None:
+        return CapabilityOrdering(position='outermost')
+
+    async def for_run(self, ctx: RunContext[Any]) -> Arrivals:
+        return self  # one record across runs
+
+    def observe(self, messages: Sequence[ModelMessage], run_id: str) -> None:
+        for index, message in enumerate(messages):
+            pending = index == len(messages) - 1 and message.run_id is None  # stamped after the hooks
+            if id(message) in self._seen or stub_info(message) is not None or micro_part_of(message) is not None:
+                continue  # seen, or made by `MementoCompaction`
+            if message.run_id == run_id or pending:
+                self._seen.add(id(message))
+                self.messages.append(message)  # kept whole: stamped in place, it is serialized as logged
+
+    async def before_model_request(self, ctx: RunContext[Any], request_context: Any) -> Any:
+        self.observe(ctx.messages, ctx.run_id)
+        return request_context
+
+    async def after_run(self, ctx: RunContext[Any], *, result: Any) -> Any:
+        self.observe(result.all_messages(), ctx.run_id)
+        return result
+
+
+def turns_agent(capabilities: Sequence[AbstractCapability[Any]], reads: Sequence[int]) -> Agent[None, City]:
+    """Turn N (a prompt `'Survey part N. ...'`) reads `reads[N]` files, then answers with a `City`: each run ends with
+    its closing request, and the next run's prompt follows it."""
+    turn, step = 0, 0
+
+    def model(messages: list[ModelMessage], info: AgentInfo) -> ModelResponse:
+        nonlocal turn, step
+        prompts = [str(p.content) for p in messages[-1].parts if isinstance(p, UserPromptPart)]
+        prompt = next((p for p in prompts if p.startswith('Survey part ')), None)
+        if prompt is not None:  # its own count: evicted tool returns no longer appear in `messages`
+            turn, step = int(prompt.split()[2].rstrip('.')), 0
+        step += 1
+        if step <= reads[turn]:
+            path = f'm{turn * 10 + step}.py'
+            return ModelResponse(parts=[ToolCallPart('read_file', {'path': path}, tool_call_id=f'r{turn}_{step}')])
+        city = {'name': f'City {turn}', 'population': turn}
+        return ModelResponse(parts=[ToolCallPart('final_result', city, tool_call_id=f'f{turn}')])
+
+    agent = Agent(FunctionModel(model), output_type=City, capabilities=list(capabilities))
+
+    @agent.tool_plain
+    def read_file(path: str) -> str:
+        """Read a file."""
+        return file_body(int(path[1:-3]))
+
+    return agent
+
+
+async def test_stubs_beside_closing_requests_keep_the_log_whole(store: tuple[GraphStore, str]) -> None:
+    """Long prompts and evictions across four structured-output runs: blocks begin right after a closing request
+    (a prompt) and end right before a prompt (a closing request). Their stubs face those requests with a response,
+    so pydantic-ai merges none into them: a stub merged into an original request (part stub, part original) took no
+    log position the history could be matched by, and the fourth run logged the whole conversation again."""
+    graph, namespace = store
+    capability = MementoCompaction(graph, namespace=namespace, max_tokens=2_500, session_id='s')
+    arrivals = Arrivals()
+    reads = (4, 0, 4, 4)
+    agent = turns_agent([arrivals, capability], reads)
+    histories: list[list[ModelMessage]] = [[]]
+    for turn in range(len(reads)):
+        prompt = f'Survey part {turn}. Also: ' + 'keep notes on every module. ' * 400
+        histories.append((await agent.run(prompt, message_history=histories[-1])).all_messages())
+    log = log_of(graph, namespace)
+    assert len(log) == sum(2 * n + 3 for n in reads)  # a prompt, reads and returns, the answer, its closing request
+    assert same(log, arrivals.messages)  # each once, in order, as it arrived: no branch
+    for history in histories:  # pydantic-ai merges consecutive requests: no stub is next to a request
+        assert not any(
+            isinstance(a, ModelRequest) and isinstance(b, ModelRequest) and (stub_info(a) or stub_info(b))
+            for a, b in itertools.pairwise(history)
+        )
+    blocks = graph.list_blocks(namespace=namespace, session_id='s')
+    assert any(b.first_message > sum(2 * n + 3 for n in reads[:3]) for b in blocks), 'the last run archived nothing'
+    for block in blocks:
+        recovered = graph.recover_block(block.id, namespace=namespace, session_id='s').messages
+        assert same(list(recovered), log[block.first_message : block.last_message + 1])
+    assert verify_store(graph, namespace=namespace, session_id='s').ok

@@ -1237,8 +1237,7 @@ class SessionCompactor:
                 level=1,
                 archived_tokens=block.tokens,
             )
-            live = messages[segment.start : segment.end]
-            stub = make_stub(info, result.text, stamp, stub_shape(live[0], live[-1]))
+            stub = make_stub(info, result.text, stamp, stub_shape(messages, segment.start, segment.end))
             saving += live_tokens - self.counter.count_messages(stub)
             blocks.append(block)
             mementos.append(memento)
@@ -1519,7 +1518,8 @@ class SessionCompactor:
                 break
             block, memento = records
             info = StubInfo(block.id, memento.id, block.first_message, block.last_message, 1, block.tokens)
-            stub = make_stub(info, memento.text, _timestamp(span[0]), stub_shape(span[0], span[-1]))
+            shape = stub_shape(messages, segment.start, segment.end)
+            stub = make_stub(info, memento.text, _timestamp(span[0]), shape)
             stub_saving = segment.tokens - self.counter.count_messages(stub)
             if stub_saving <= 0:
                 continue
@@ -1705,9 +1705,9 @@ class SessionCompactor:
             level=level,
             archived_tokens=sum(i.archived_tokens for i in infos),
         )
-        first, last = messages[run[0].index], messages[run[-1].index]
-        stub = make_stub(info, result.text, _timestamp(first), stub_shape(first, last))
-        rewritten = _splice(messages, {run[0].index: (run[-1].index + 1, stub)})
+        start, end = run[0].index, run[-1].index + 1
+        stub = make_stub(info, result.text, _timestamp(messages[start]), stub_shape(messages, start, end))
+        rewritten = _splice(messages, {start: (end, stub)})
         event = SessionEvent(
             session_id=self.session_id,
             namespace=self.namespace,

@@ -110,15 +110,30 @@ def stub_info(message: ModelMessage) -> StubInfo | None:
 
 
 StubShape = Literal['request', 'response', 'request-response', 'response-request']
-"""Which messages a stub is made of: it mirrors the first and last message of what it replaces, so the history
-keeps alternating requests and responses and pydantic-ai never merges a stub into its neighbours."""
+"""Which messages a stub is made of: each of its ends the opposite of the message beside it, so the history keeps
+alternating requests and responses and pydantic-ai never merges a stub into its neighbours."""
 
 
-def stub_shape(first: ModelMessage, last: ModelMessage) -> StubShape:
-    """The stub shape that replaces the messages from `first` to `last`."""
-    if isinstance(first, ModelRequest):
-        return 'request' if isinstance(last, ModelRequest) else 'request-response'
-    return 'response' if isinstance(last, ModelResponse) else 'response-request'
+def stub_shape(messages: Sequence[ModelMessage], start: int, end: int) -> StubShape:
+    """The stub shape that replaces `messages[start:end]`.
+
+    Beside a response, a stub's end is a request; beside a request, a response: pydantic-ai merges consecutive
+    requests of a history, and a history holds some where the stubbed messages begin or end (a structured-output
+    run ends with a request, and the next run's prompt follows it). A stub merged into an original request would
+    be neither a stub nor an original, and the history would no longer map onto the log. At the history's ends the
+    stub mirrors what it replaces.
+    """
+    if start > 0:
+        opens_with_request = not isinstance(messages[start - 1], ModelRequest)
+    else:
+        opens_with_request = isinstance(messages[start], ModelRequest)
+    if end < len(messages):
+        closes_with_request = not isinstance(messages[end], ModelRequest)
+    else:
+        closes_with_request = isinstance(messages[end - 1], ModelRequest)
+    if opens_with_request:
+        return 'request' if closes_with_request else 'request-response'
+    return 'response-request' if closes_with_request else 'response'
 
 
 def make_stub(

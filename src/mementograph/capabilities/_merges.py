@@ -6,6 +6,7 @@ consecutive requests whenever a run ended with a request -- a structured-output 
 `'Final result processed.'` return -- and the next run's prompt followed it. The session log holds those requests
 as they arrived, one position each, so the history a later run gets no longer matches the log message for message;
 taken apart again, it does, and the run goes on from the log's end instead of logging the whole conversation again.
+A memento stub is never part of such a merge: its end beside a request is a response (`_layout.stub_shape`).
 """
 
 from __future__ import annotations
