@@ -34,8 +34,8 @@ from mementograph._messages import serialize_messages
 from mementograph.capabilities._breaker import BREAKER_FAILURES, is_outage
 from mementograph.capabilities._compactor import COMPRESS_ATTEMPTS
 from mementograph.knowledge_graph.memory import CompressionError, LLMCompressor
-from mementograph.knowledge_graph.store import GraphStore, verify_store
-from tests.conftest import open_neo4j
+from mementograph.knowledge_graph.store import verify_store
+from tests.capabilities.conftest import FILE_BACKENDS, Backend, opened_backend
 from tests.scripted import ScriptedModel, is_original, scripted_agent, stub_texts
 
 TIMEOUT = 0.2
@@ -46,25 +46,10 @@ RUN_LIMIT = 120.0
 Mode = Literal['hang', 'raise']
 
 
-@dataclass
-class Backend:
-    store: GraphStore
-    namespace: str
-
-
-@pytest.fixture(params=['sqlite', pytest.param('neo4j', marks=pytest.mark.neo4j)])
+@pytest.fixture(params=FILE_BACKENDS)
 def backend(request: pytest.FixtureRequest, tmp_path: Path, unique_namespace: str) -> Iterator[Backend]:
-    store = (
-        open_store(f'sqlite://{tmp_path / "m.db"}')
-        if request.param == 'sqlite'
-        else open_neo4j(request.getfixturevalue('neo4j_server'))
-    )
-    try:
-        yield Backend(store, unique_namespace)
-    finally:
-        for session in store.list_sessions(namespace=unique_namespace):  # the shared server keeps what a test wrote
-            store.delete_session(session.id, namespace=unique_namespace)
-        store.close()
+    with opened_backend(request, tmp_path, unique_namespace) as opened:
+        yield opened
 
 
 class Provider:

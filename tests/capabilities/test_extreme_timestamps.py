@@ -12,29 +12,21 @@ from pydantic_ai import Agent
 from pydantic_ai.messages import ModelMessage, ModelRequest, ModelResponse, TextPart, UserPromptPart
 from pydantic_ai.models.function import AgentInfo, FunctionModel
 
-from mementograph import MementoCompaction, open_store
+from mementograph import MementoCompaction
 from mementograph._messages import deserialize_messages, serialize_messages
 from mementograph.knowledge_graph.store import GraphStore, verify_store
-from tests.conftest import open_neo4j
+from tests.capabilities.conftest import FILE_BACKENDS, opened_backend
 from tests.scripted import stub_texts
 
 EARLIEST = datetime.min.replace(tzinfo=UTC)
 LATEST = datetime.max.replace(tzinfo=UTC)
 
 
-@pytest.fixture(params=['sqlite', pytest.param('neo4j', marks=pytest.mark.neo4j)])
+@pytest.fixture(params=FILE_BACKENDS)
 def backend(request: pytest.FixtureRequest, tmp_path: Path, unique_namespace: str) -> Iterator[tuple[GraphStore, str]]:
     """(store, namespace): a SQLite file, or the shared Neo4j server under a namespace of the test's own."""
-    if request.param == 'neo4j':
-        store = open_neo4j(request.getfixturevalue('neo4j_server'))
-    else:
-        store = open_store(f'sqlite://{tmp_path / "m.db"}')
-    try:
-        yield store, unique_namespace
-    finally:
-        for session in store.list_sessions(namespace=unique_namespace):
-            store.delete_session(session.id, namespace=unique_namespace)
-        store.close()
+    with opened_backend(request, tmp_path, unique_namespace) as opened:
+        yield opened.store, opened.namespace
 
 
 def _chat(stamp: datetime, turns: int) -> list[ModelMessage]:

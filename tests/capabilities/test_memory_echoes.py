@@ -5,7 +5,6 @@ too, and recall by the fact's words finds the turn where it was said, not the on
 from __future__ import annotations
 
 from collections.abc import Iterator
-from dataclasses import dataclass
 from datetime import UTC, datetime, timedelta
 from pathlib import Path
 
@@ -23,14 +22,13 @@ from pydantic_ai.messages import (
 )
 from pydantic_ai.models.function import AgentInfo, FunctionModel
 
-from mementograph import MementoCompaction, open_store
+from mementograph import MementoCompaction
 from mementograph._echoes import MEMORY_TOOL_METADATA
 from mementograph._messages import messages_sha256, serialize_messages
 from mementograph.knowledge_graph.entities import mentions_for, reindex_entities
 from mementograph.knowledge_graph.memory import render_block
 from mementograph.knowledge_graph.recall import recall
-from mementograph.knowledge_graph.store import GraphStore
-from tests.conftest import open_neo4j
+from tests.capabilities.conftest import ALL_BACKENDS, Backend, opened_backend
 
 FACT = 'Ann: I signed up for the kintsugi workshop at the Hollowbrook studio, taught by Ayumi Tanaka.'
 QUOTED = ('kintsugi', 'Hollowbrook', 'Tanaka')
@@ -38,24 +36,10 @@ QUOTED = ('kintsugi', 'Hollowbrook', 'Tanaka')
 START = datetime(2023, 5, 1, 9, tzinfo=UTC)
 
 
-@dataclass
-class Backend:
-    store: GraphStore
-    namespace: str
-
-
-@pytest.fixture(params=['memory', 'sqlite', pytest.param('neo4j', marks=pytest.mark.neo4j)])
+@pytest.fixture(params=ALL_BACKENDS)
 def backend(request: pytest.FixtureRequest, tmp_path: Path, unique_namespace: str) -> Iterator[Backend]:
-    if request.param == 'neo4j':
-        store = open_neo4j(request.getfixturevalue('neo4j_server'))
-    else:
-        store = open_store('memory://' if request.param == 'memory' else f'sqlite://{tmp_path / "memory.db"}')
-    try:
-        yield Backend(store, unique_namespace)
-    finally:
-        for session in store.list_sessions(namespace=unique_namespace):
-            store.delete_session(session.id, namespace=unique_namespace)
-        store.close()
+    with opened_backend(request, tmp_path, unique_namespace) as opened:
+        yield opened
 
 
 def _reply(messages: list[ModelMessage], info: AgentInfo) -> ModelResponse:

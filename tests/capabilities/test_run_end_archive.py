@@ -28,13 +28,13 @@ from pydantic_ai.messages import (
 )
 from pydantic_ai.models.function import AgentInfo, FunctionModel
 
-from mementograph import MementoCompaction, MementoWarning, open_store
+from mementograph import MementoCompaction, MementoWarning
 from mementograph._messages import deserialize_messages, message_text, serialize_messages
 from mementograph.capabilities._layout import stub_info
 from mementograph.cli._store_commands import event_records
 from mementograph.knowledge_graph.memory import BlockInput, ExtractiveCompressor, LLMCompressor
 from mementograph.knowledge_graph.store import GraphStore, verify_store
-from tests.conftest import open_neo4j
+from tests.capabilities.conftest import ALL_BACKENDS, Backend, opened_backend
 from tests.reliability._faults import FaultyStore
 from tests.scripted import streaming_model
 
@@ -52,26 +52,10 @@ FACTS = [
 ]
 
 
-@dataclass
-class Backend:
-    store: GraphStore
-    namespace: str
-
-
-@pytest.fixture(params=['memory', 'sqlite', pytest.param('neo4j', marks=pytest.mark.neo4j)])
+@pytest.fixture(params=ALL_BACKENDS)
 def backend(request: pytest.FixtureRequest, tmp_path: Path, unique_namespace: str) -> Iterator[Backend]:
-    if request.param == 'memory':
-        store = open_store('memory://')
-    elif request.param == 'sqlite':
-        store = open_store(f'sqlite://{tmp_path / "memory.db"}')
-    else:
-        store = open_neo4j(request.getfixturevalue('neo4j_server'))
-    try:
-        yield Backend(store, unique_namespace)
-    finally:
-        for session in store.list_sessions(namespace=unique_namespace):  # the shared server keeps what a test wrote
-            store.delete_session(session.id, namespace=unique_namespace)
-        store.close()
+    with opened_backend(request, tmp_path, unique_namespace) as opened:
+        yield opened
 
 
 def _prompt(messages: list[ModelMessage]) -> str:
