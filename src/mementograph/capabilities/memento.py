@@ -309,7 +309,8 @@ class MementoCompaction(AbstractCapability[AgentDepsT]):
     (at once: no block waits for its own 3 failures), so an outage does not hold the context over its mark. Then one
     memento tries the model again: made, the model writes the mementos again; failed, the wait doubles (up to 8
     times this). One `MementoWarning` when it is given up on, a log line when it is back, and a
-    `MementoBreakerEvent` each time (but at a run's end, whose event stream has closed). Every run of the capability shares it: the model is theirs alike."""
+    `MementoBreakerEvent` each time (but at a run's end, whose event stream has closed). Every run of the capability
+    shares it: the model is theirs alike."""
 
     encoding: str | None = None
     """tiktoken encoding, or `'estimate'`; `None`: `$MEMENTOGRAPH_ENCODING`, else one from the model name
