@@ -157,9 +157,7 @@ async def test_a_compressor_whose_provider_is_down_is_given_up_on_after_a_few_fa
 ) -> None:
     provider = Provider(mode)
     capability = _capability(backend, provider, Clock())
-    started = time.monotonic()
     run = await _run(capability, steps=16, session='down')
-    took = time.monotonic() - started
 
     assert run.output.startswith('All 16 modules pass')
     # the model was called until it had failed BREAKER_FAILURES mementos in a row (the compaction that opened the
@@ -181,7 +179,6 @@ async def test_a_compressor_whose_provider_is_down_is_given_up_on_after_a_few_fa
     _assert_recoverable(backend, run, 'down')
     # compactions skipped for a failed memento: only before the breaker opened
     assert len(run.failed) < BREAKER_FAILURES
-    assert took < provider.calls * (TIMEOUT + 1.5) + 30
 
 
 @pytest.mark.parametrize('mode', ['hang', 'raise'])

@@ -54,8 +54,9 @@ class NeverAnswers:
         raise AssertionError('unreachable')
 
 
-async def _run(capability: MementoCompaction[None], steps: int) -> tuple[Any, list[str], list[str], float]:
-    """Run a scripted agent; its output, the MementoWarnings, the skipped events' reasons, and the wall time."""
+async def _run(capability: MementoCompaction[None], steps: int) -> tuple[Any, list[str], list[str]]:
+    """Run a scripted agent (failing, not hanging, past `RUN_LIMIT`); its output, the MementoWarnings and the skipped
+    events' reasons."""
     reasons: list[str] = []
 
     async def events(ctx: RunContext[None], stream: AsyncIterable[Any]) -> None:
@@ -63,7 +64,6 @@ async def _run(capability: MementoCompaction[None], steps: int) -> tuple[Any, li
             if isinstance(event, MementoSkippedEvent):
                 reasons.append(event.reason)
 
-    started = time.monotonic()
     with warnings.catch_warnings(record=True) as caught:
         warnings.simplefilter('always')
         result = await asyncio.wait_for(
@@ -71,7 +71,7 @@ async def _run(capability: MementoCompaction[None], steps: int) -> tuple[Any, li
             RUN_LIMIT,
         )
     warned = [str(w.message) for w in caught if w.category is MementoWarning]
-    return result, warned, reasons, time.monotonic() - started
+    return result, warned, reasons
 
 
 def _pending_compressions() -> list[asyncio.Task[Any]]:
@@ -88,7 +88,7 @@ async def test_a_compressor_that_never_answers_is_given_up_on_and_the_run_goes_o
     capability = MementoCompaction(
         store, max_tokens=1_500, compressor=compressor, compress_timeout=TIMEOUT, micro_min_tokens=10**9
     )
-    result, warned, reasons, took = await _run(capability, steps=6)
+    result, warned, reasons = await _run(capability, steps=6)
 
     assert result.output.startswith('All 6 modules pass')
     # one warning names the bound; every timed-out compaction is a skipped event saying so
@@ -103,7 +103,6 @@ async def test_a_compressor_that_never_answers_is_given_up_on_and_the_run_goes_o
     # every model call given up on was cancelled; none is still running, none spent or recorded anything
     assert never.started >= BREAKER_FAILURES and never.cancelled == never.started
     assert _pending_compressions() == [] and compressor.tokens_spent == 0
-    assert took < never.started * (TIMEOUT + 1) + 20
 
 
 async def test_a_judge_that_never_answers_gives_way_to_the_rubric(store: GraphStore) -> None:
@@ -113,7 +112,7 @@ async def test_a_judge_that_never_answers_gives_way_to_the_rubric(store: GraphSt
     capability = MementoCompaction(
         store, max_tokens=1_500, judge=LLMJudge(FunctionModel(never)), compress_timeout=TIMEOUT, micro_min_tokens=10**9
     )
-    result, warned, reasons, _ = await _run(capability, steps=6)
+    result, warned, reasons = await _run(capability, steps=6)
 
     assert result.output.startswith('All 6 modules pass')
     assert sum('compress_timeout' in reason for reason in reasons) >= 1
@@ -146,7 +145,7 @@ async def test_merging_mementos_with_a_compressor_that_never_answers_falls_back_
     capability = MementoCompaction(
         store, max_tokens=2_000, compressor=LLMCompressor(FunctionModel(never)), compress_timeout=1.0
     )
-    result, warned, _, _ = await _run(capability, steps=20)
+    result, warned, _ = await _run(capability, steps=20)
 
     assert result.output.startswith('All 20 modules pass')
     assert never.started >= COMPRESS_ATTEMPTS  # the merges given to the model
@@ -179,7 +178,7 @@ async def test_an_answer_after_the_timeout_is_dropped(store: GraphStore) -> None
     capability = MementoCompaction(
         store, max_tokens=1_500, compressor=compressor, compress_timeout=TIMEOUT, micro_min_tokens=10**9
     )
-    result, _, reasons, _ = await _run(capability, steps=3)
+    result, _, reasons = await _run(capability, steps=3)
     assert result.output.startswith('All 3 modules pass')
     assert any('compress_timeout' in reason for reason in reasons)
     before = (store.stats().mementos, store.stats().events)
