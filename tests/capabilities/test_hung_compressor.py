@@ -27,7 +27,9 @@ from mementograph.knowledge_graph.memory import LLMCompressor, LLMJudge
 from mementograph.knowledge_graph.store import GraphStore, verify_store
 from tests.scripted import ScriptedModel, scripted_agent, stub_texts
 
-TIMEOUT = 0.2
+TIMEOUT = 1.0
+"""Every call must reach the model within it (the calls are counted): at 0.2 s a loaded machine timed out a
+compression while its agent was still being set up."""
 RUN_LIMIT = 60.0
 """A run that takes longer hangs: without the bound it would wait for ever."""
 
@@ -173,7 +175,7 @@ class SlowInAThread:
 
 
 async def test_an_answer_after_the_timeout_is_dropped(store: GraphStore) -> None:
-    slow = SlowInAThread(seconds=1.2)
+    slow = SlowInAThread(seconds=TIMEOUT + 1.0)
     compressor = LLMCompressor(FunctionModel(slow))
     capability = MementoCompaction(
         store, max_tokens=1_500, compressor=compressor, compress_timeout=TIMEOUT, micro_min_tokens=10**9

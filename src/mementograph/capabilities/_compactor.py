@@ -1040,7 +1040,7 @@ class SessionCompactor:
         compressor, judge = self.engine.compressor, self.engine.judge
         if judge is None or isinstance(judge, RubricJudge):
             return compressor.name
-        return f'{compressor.name} and {getattr(judge, "name", type(judge).__name__)}'
+        return f'{compressor.name} and {_judge_name(judge)}'
 
     async def _bounded(self, engine: MementoEngine, block: BlockInput) -> MementoResult:
         timeout = self.compress_timeout
@@ -1057,7 +1057,7 @@ class SessionCompactor:
         task.cancel()
         task.add_done_callback(_drop_outcome)
         await asyncio.wait({task}, timeout=_CANCEL_GRACE_SECONDS)
-        judge = '' if engine.judge is None else f' and {getattr(engine.judge, "name", type(engine.judge).__name__)}'
+        judge = '' if engine.judge is None else f' and {_judge_name(engine.judge)}'
         raise CompressionError(
             f'{engine.compressor.name}{judge} gave no memento within {timeout:g} s (compress_timeout); cancelled'
         ) from TimeoutError(f'no memento within {timeout:g} s')
@@ -1738,6 +1738,11 @@ class SessionCompactor:
             merged_memento_ids=(*report.merged_memento_ids, memento.id),
             usage_tokens=report.usage_tokens + result.usage_tokens,
         )
+
+
+def _judge_name(judge: object) -> str:
+    """A judge's name for messages: its `name`, else its class's (a custom judge need not have one)."""
+    return str(getattr(judge, 'name', type(judge).__name__))
 
 
 def _drop_outcome(task: asyncio.Future[Any]) -> None:

@@ -94,7 +94,8 @@ class SessionLogWriter:
                 raise
             except Exception as exc:
                 if getattr(exc, 'maybe_written', True):  # an error of no known outcome too
-                    self._maybe_written = True
+                    with self._lock:
+                        self._maybe_written = True
                 raise
             with self._lock:
                 for _ in events:
