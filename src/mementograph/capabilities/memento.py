@@ -872,9 +872,9 @@ class MementoCompaction(AbstractCapability[AgentDepsT]):
         and archive it too, and neither logs or archives anything twice: the history is placed in the log as a
         run's is (a continuation goes on from the log's last message, anything else after it).
 
-        The session is `session_id`, else the history's `conversation_id`. Blocks are cut and tokens counted as the
-        run did: with `encoding`, else the encoding of the model that wrote the history's last response (its
-        `ModelResponse.model_name`, the name a run reads off its model). With `retention` `'run'` or `'none'` the
+        The session is `session_id`, else the history's `conversation_id`. Tokens are counted (and blocks cut by
+        them) with the encoding the run used: `encoding`, else that of the model that wrote the history's last
+        response (its `ModelResponse.model_name`, the name a run reads off its model). With `retention` `'run'` or `'none'` the
         session is not kept after its run, and nothing is written.
         """
         calls = StoreCalls(self.store_timeout)
