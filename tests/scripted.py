@@ -75,9 +75,14 @@ async def _stream(
             }
 
 
-def streaming_model(model: Callable[[list[ModelMessage], AgentInfo], ModelResponse]) -> FunctionModel:
-    """`model` as a `FunctionModel` that answers a streamed request the same way as a plain one."""
-    return FunctionModel(model, stream_function=lambda messages, info: _stream(model, messages, info))
+def streaming_model(
+    model: Callable[[list[ModelMessage], AgentInfo], ModelResponse], model_name: str | None = None
+) -> FunctionModel:
+    """`model` as a `FunctionModel` that answers a streamed request the same way as a plain one (named
+    `model_name`, which picks the encoding its tokens are counted with)."""
+    return FunctionModel(
+        model, stream_function=lambda messages, info: _stream(model, messages, info), model_name=model_name
+    )
 
 
 def scripted_agent(model: ScriptedModel, capabilities: list[object], **kwargs: object) -> Agent[None, str]:

@@ -12,19 +12,20 @@ The threads are daemons (`_daemon.py`): a call still hung when the process ends 
 
 from __future__ import annotations
 
+import asyncio
 import logging
 import threading
 import time
-from collections.abc import Callable
+from collections.abc import Callable, Coroutine
 from functools import partial
 from typing import Any, TypeVar
 
 import anyio
 
-from ._daemon import run_in_daemon_thread
+from ._daemon import run_in_daemon_thread, start_in_daemon_thread
 from .knowledge_graph.store import StoreTimeoutError
 
-__all__ = ('StoreCalls', 'in_thread')
+__all__ = ('StoreCalls', 'in_thread', 'run_blocking')
 
 logger = logging.getLogger('mementograph')
 
@@ -40,6 +41,25 @@ async def in_thread(fn: Callable[..., T], /, *args: Any, **kwargs: Any) -> T:
     call to finish rather than abandoning it, so a cancelled run never leaves a write of unknown outcome behind.
     """
     return await run_in_daemon_thread(partial(fn, *args, **kwargs), abandon_on_cancel=False, name=_THREAD)
+
+
+def run_blocking(work: Callable[[], Coroutine[Any, Any, T]], /) -> T:
+    """`await work()` from synchronous code, on a private event loop closed afterwards.
+
+    Not `asyncio.run`: that would unset this thread's event loop, which `Agent.run_sync` and `run_stream_sync` keep
+    between calls. When this thread is running a loop (sync code called from a coroutine), the private loop runs in
+    a daemon thread this one waits for: the running loop is blocked meanwhile, but nothing `work` does needs it.
+    """
+
+    def run() -> T:
+        with asyncio.Runner(loop_factory=asyncio.new_event_loop) as runner:
+            return runner.run(work())
+
+    try:
+        asyncio.get_running_loop()
+    except RuntimeError:
+        return run()
+    return start_in_daemon_thread(run, name='mementograph-loop').result()
 
 
 class StoreCalls:

@@ -30,6 +30,7 @@ from pydantic_ai.models.function import AgentInfo, FunctionModel
 
 from mementograph import MementoCompaction, MementoWarning
 from mementograph._messages import deserialize_messages, message_text, serialize_messages
+from mementograph._tokens import DEFAULT_ENCODING, encoding_for_model
 from mementograph.capabilities._layout import stub_info
 from mementograph.cli._store_commands import event_records
 from mementograph.knowledge_graph.memory import BlockInput, ExtractiveCompressor, LLMCompressor
@@ -325,18 +326,31 @@ def structured_reply(messages: list[ModelMessage], info: AgentInfo) -> ModelResp
     return ModelResponse(parts=[ToolCallPart('final_result', {'text': text}, tool_call_id=f'reply_{len(messages)}')])
 
 
-async def test_a_streamed_chat_is_archived_as_a_run_chat_is(backend: Backend) -> None:
+MODEL_NAME = 'gpt-4-turbo'
+"""A model whose encoding (`cl100k_base`) counts these chats' blocks otherwise than the default (`o200k_base`)."""
+
+
+def archived(store: GraphStore, session: str, namespace: str) -> list[tuple[int, int, int]]:
+    """Each block's first and last message, and its tokens as counted when it was archived."""
+    blocks = store.list_blocks(namespace=namespace, session_id=session)
+    return sorted((b.first_message, b.last_message, b.tokens) for b in blocks)
+
+
+async def test_a_streamed_chat_is_archived_as_a_run_chat_is(backend: Backend, monkeypatch: pytest.MonkeyPatch) -> None:
     """`run_stream` ends its run when its output has been read: the run's end hooks (`wrap_run`, `after_run`) run as
     the `async with` block exits, and a text-output stream archives there. With structured output the closing
     request reaches only the stream's history, so the last response's output call looks unanswered at the run's
-    end; `log_history(result.all_messages())` logs that request and archives what `agent.run` would have."""
+    end; `log_history(result.all_messages())` logs that request and archives what `agent.run` would have: the same
+    blocks, their tokens counted with the model's encoding as the run counts them (not the default encoding)."""
+    monkeypatch.delenv('MEMENTOGRAPH_ENCODING', raising=False)
+    assert encoding_for_model(MODEL_NAME) != DEFAULT_ENCODING
     store, ns = backend.store, backend.namespace
     prompts = [f'Remember: {fact}.' for fact in FACTS[:4]]
-    blocks: dict[str, list[tuple[int, int]]] = {}
+    blocks: dict[str, list[tuple[int, int, int]]] = {}
     for how in ('structured run_stream', 'structured run', 'text run_stream'):
         capability = MementoCompaction(store, namespace=ns, max_tokens=50_000)
         structured = how.startswith('structured')
-        model = streaming_model(structured_reply if structured else chat_reply)
+        model = streaming_model(structured_reply if structured else chat_reply, MODEL_NAME)
         agent = Agent(model, capabilities=[capability], output_type=Reply if structured else str)
         history: list[ModelMessage] = []
         for prompt in prompts:
@@ -349,9 +363,7 @@ async def test_a_streamed_chat_is_archived_as_a_run_chat_is(backend: Backend) ->
             else:
                 history = (await agent.run(prompt, message_history=history)).all_messages()
         session = session_of(history)
-        blocks[how] = sorted(
-            (b.first_message, b.last_message) for b in store.list_blocks(namespace=ns, session_id=session)
-        )
+        blocks[how] = archived(store, session, ns)
         assert blocks[how][-1][1] == len(history) - 1, how  # the last turn too
         for block in store.list_blocks(namespace=ns, session_id=session):
             recovered = store.recover_block(block.id, namespace=ns, session_id=session).messages
@@ -365,3 +377,94 @@ async def test_a_streamed_chat_is_archived_as_a_run_chat_is(backend: Backend) ->
             await Agent(FunctionModel(recaller), capabilities=[recalling]).run('What am I allergic to?')
             assert 'hazelnuts' in recaller.returns['recover'] and 'sha256 verified' in recaller.returns['recover']
     assert blocks['structured run_stream'] == blocks['structured run']
+
+
+def structured_stream_sync(capability: MementoCompaction[None], prompts: list[str]) -> list[ModelMessage]:
+    """A structured-output chat through `run_stream_sync`, each run's history given to `log_history_sync`."""
+    agent = Agent(streaming_model(structured_reply, MODEL_NAME), capabilities=[capability], output_type=Reply)
+    history: list[ModelMessage] = []
+    for prompt in prompts:
+        with agent.run_stream_sync(prompt, message_history=history) as result:
+            result.get_output()
+        history = result.all_messages()
+        assert capability.log_history_sync(history) == 1  # its closing request
+    return history
+
+
+def test_a_sync_streamed_chat_is_archived_as_a_run_chat_is(backend: Backend, monkeypatch: pytest.MonkeyPatch) -> None:
+    """`log_history_sync` after `run_stream_sync` archives as `log_history` does after `run_stream`: the last turn
+    too, each block recoverable byte for byte, the same blocks and token counts as `run_sync` archives; called
+    again, it logs and archives nothing twice."""
+    monkeypatch.delenv('MEMENTOGRAPH_ENCODING', raising=False)
+    store, ns = backend.store, backend.namespace
+    prompts = [f'Remember: {fact}.' for fact in FACTS[:4]]
+    capability = MementoCompaction(store, namespace=ns, max_tokens=50_000)
+    history = structured_stream_sync(capability, prompts)
+    session = session_of(history)
+    blocks = archived(store, session, ns)
+    assert blocks[-1][1] == len(history) - 1  # the last turn, which only `log_history_sync` can archive
+    for block in store.list_blocks(namespace=ns, session_id=session):
+        recovered = store.recover_block(block.id, namespace=ns, session_id=session).messages
+        assert serialize_messages(recovered) == serialize_messages(
+            history[block.first_message : block.last_message + 1]
+        )
+    assert_whole(store, session, ns)
+
+    log = [(e.kind, e.sha256, e.message_index, e.block_ids) for e in store.read_events(session, namespace=ns)]
+    assert capability.log_history_sync(history) == 0
+    assert [(e.kind, e.sha256, e.message_index, e.block_ids) for e in store.read_events(session, namespace=ns)] == log
+    assert archived(store, session, ns) == blocks
+
+    ran = MementoCompaction(store, namespace=ns, max_tokens=50_000)
+    agent = Agent(streaming_model(structured_reply, MODEL_NAME), capabilities=[ran], output_type=Reply)
+    by_run: list[ModelMessage] = []
+    for prompt in prompts:
+        by_run = agent.run_sync(prompt, message_history=by_run).all_messages()
+    assert archived(store, session_of(by_run), ns) == blocks
+
+
+async def test_log_history_sync_archives_from_a_running_event_loop(backend: Backend) -> None:
+    """Called from a coroutine (this thread runs a loop), the archive runs on a loop of its own in a thread:
+    no deadlock, and the last turn is archived as from sync code."""
+    store, ns = backend.store, backend.namespace
+    capability = MementoCompaction(store, namespace=ns, max_tokens=50_000)
+    agent = Agent(streaming_model(structured_reply), capabilities=[capability], output_type=Reply)
+    history: list[ModelMessage] = []
+    for fact in FACTS[:2]:
+        async with agent.run_stream(f'Remember: {fact}.', message_history=history) as result:
+            await result.get_output()
+        history = result.all_messages()
+        assert capability.log_history_sync(history) == 1
+    session = session_of(history)
+    assert archived(store, session, ns)[-1][1] == len(history) - 1
+    assert_whole(store, session, ns)
+
+
+def test_log_history_sync_warns_when_the_archive_fails(backend: Backend) -> None:
+    """The compressor failing at the archive is a warning, as at a run's end: the log is whole, the caller gets
+    the count of messages logged, and a later call archives what was left."""
+    store, ns = backend.store, backend.namespace
+
+    class Refusing(ExtractiveCompressor):
+        refuse = True
+
+        async def compress(self, block: BlockInput, *, feedback: str | None = None, previous: str | None = None) -> str:
+            if Refusing.refuse:
+                raise RuntimeError('the compressor is down')
+            return await super().compress(block, feedback=feedback, previous=previous)
+
+    capability = MementoCompaction(store, namespace=ns, max_tokens=50_000, compressor=Refusing())
+    with warnings.catch_warnings(record=True) as caught:
+        warnings.simplefilter('always')
+        history = structured_stream_sync(capability, ['Remember: my dog is Zebedee.'])
+    said = [str(w.message) for w in caught if issubclass(w.category, MementoWarning)]
+    assert said and all('the compressor failed' in s and 'the session log holds every message' in s for s in said)
+    session = session_of(history)
+    logged = [e for e in store.read_events(session, namespace=ns) if e.kind == 'message']
+    assert [deserialize_messages(e.payload)[0] for e in logged] == history
+    assert archived(store, session, ns)[-1][1] < len(history) - 1  # the turn waits, not lost
+
+    Refusing.refuse = False
+    assert capability.log_history_sync(history) == 0
+    assert archived(store, session, ns)[-1][1] == len(history) - 1
+    assert_whole(store, session, ns)

@@ -64,6 +64,33 @@ def test_no_store_vectors_with_a_method_that_embeds_nothing_is_a_bad_argument(
     assert not store.exists()  # refused before the store is touched
 
 
+@pytest.mark.parametrize('method', ['graph', 'bm25', 'fused'])
+def test_an_embedding_model_with_a_method_that_embeds_nothing_is_a_bad_argument(
+    method: str, tmp_path: Path, capsys: pytest.CaptureFixture[str], monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """`recall --method graph --embedding X` was taken, and the model never loaded: the user who named one got a
+    ranking without it. Refused, naming the methods that use it, before the store is opened. A model from the
+    environment is a default for the methods that use one: with it set, `--method graph` still recalls."""
+    monkeypatch.delenv('MEMENTOGRAPH_EMBEDDING_MODEL', raising=False)
+    store = tmp_path / 'never-opened.db'
+    missing = f'onnx:{tmp_path / "no-such-model"}'  # never loaded: its absence is not what is reported
+    argv = ['recall', 'x', '--method', method, '--embedding', missing, '--store', f'sqlite://{store}']
+    assert main(argv) == 2
+    err = capsys.readouterr().err
+    assert err.startswith(
+        'mementograph: error: --embedding applies only to the methods that use it (dense, hybrid): '
+        f'--method {method} embeds nothing'
+    )
+    assert main([*argv, '--json']) == 2
+    error = json.loads(capsys.readouterr().out)['error']
+    assert error['kind'] == 'bad_argument' and error['message'].startswith('--embedding applies only to')
+    assert not store.exists()  # refused before the store is touched
+
+    monkeypatch.setenv('MEMENTOGRAPH_EMBEDDING_MODEL', missing)
+    assert main(['recall', 'x', '--method', method, '--store', 'memory://', '--json']) == 0
+    assert json.loads(capsys.readouterr().out) == {'query': 'x', 'method': method, 'hits': []}
+
+
 def test_a_misspelt_entity_model_is_refused_by_reindex(
     tmp_path: Path, capsys: pytest.CaptureFixture[str], monkeypatch: pytest.MonkeyPatch
 ) -> None:

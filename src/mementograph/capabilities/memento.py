@@ -38,13 +38,13 @@ from typing import TYPE_CHECKING, Any, Final, Generic, Literal, TypeVar, get_arg
 from pydantic_ai import RunContext
 from pydantic_ai.capabilities import AbstractCapability
 from pydantic_ai.capabilities.abstract import WrapRunHandler
-from pydantic_ai.messages import InstructionPart, ModelMessage, ModelRequest, SystemPromptPart
+from pydantic_ai.messages import InstructionPart, ModelMessage, ModelRequest, ModelResponse, SystemPromptPart
 from pydantic_ai.tools import AgentDepsT
 from pydantic_ai.toolsets import AbstractToolset
 
 from .._daemon import start_in_daemon_thread
 from .._redact import RedactionError, Redactor, redact_secrets
-from .._threads import StoreCalls, in_thread
+from .._threads import StoreCalls, in_thread, run_blocking
 from .._tokens import ENCODING_ENV, TokenCounter, check_encoding, encoding_for_model
 from ..knowledge_graph import DEFAULT_NAMESPACE
 from ..knowledge_graph.dense import ONNX_SCHEME, BackgroundSync, DenseIndex, embedding_model, existing_model_path
@@ -872,7 +872,9 @@ class MementoCompaction(AbstractCapability[AgentDepsT]):
         and archive it too, and neither logs or archives anything twice: the history is placed in the log as a
         run's is (a continuation goes on from the log's last message, anything else after it).
 
-        The session is `session_id`, else the history's `conversation_id`. With `retention` `'run'` or `'none'` the
+        The session is `session_id`, else the history's `conversation_id`. Tokens are counted (and blocks cut by
+        them) with the encoding the run used: `encoding`, else that of the model that wrote the history's last
+        response (its `ModelResponse.model_name`, the name a run reads off its model). With `retention` `'run'` or `'none'` the
         session is not kept after its run, and nothing is written.
         """
         calls = StoreCalls(self.store_timeout)
@@ -888,14 +890,19 @@ class MementoCompaction(AbstractCapability[AgentDepsT]):
         return count
 
     def log_history_sync(self, messages: Sequence[ModelMessage]) -> int:
-        """`log_history`, blocking (for `run_stream_sync`): the store's answer is waited for up to `store_timeout`
-        for the log's writes, without a bound for where the log stands. It logs; it does not archive (the
-        compressor is async): a run that continues the conversation archives the blocks at its end."""
+        """`log_history`, blocking (for `run_stream_sync`): it logs and archives alike, every store call of the
+        archive bounded by `store_timeout` and archiving failing a warning; the log's writes are waited for up to
+        `store_timeout`, where the log stands without a bound. The archive (the compressor is async) runs on a
+        private event loop, in a thread of its own when called from a running one, which waits for it."""
         logged = self._log_history(messages)
         if logged is None:
             return 0
-        compactor, _, count = logged
-        compactor.close()
+        compactor, history, count = logged
+        try:
+            if self._archives_at_run_end():
+                run_blocking(partial(self._archive_completed, compactor, history))
+        finally:
+            compactor.close()
         return count
 
     def _log_history(self, messages: Sequence[ModelMessage]) -> tuple[SessionCompactor, list[ModelMessage], int] | None:
@@ -906,7 +913,9 @@ class MementoCompaction(AbstractCapability[AgentDepsT]):
         conversation = next((m.conversation_id for m in reversed(messages) if m.conversation_id), None)
         session = self.session_id or conversation or 'default'
         high = self.max_tokens or self._mark(self.context_window or self.fallback_context_window)
-        compactor = self._new_compactor(session, None, max(1, high), StoreCalls(self.store_timeout))
+        # the run's encoding: its model's name, which each response of the run carries
+        model = next((m.model_name for m in reversed(messages) if isinstance(m, ModelResponse) and m.model_name), None)
+        compactor = self._new_compactor(session, model, max(1, high), StoreCalls(self.store_timeout))
         try:
             history = compactor.unmerged(messages) or list(messages)
             return compactor, history, compactor.sync_log(history)

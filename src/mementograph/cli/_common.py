@@ -75,10 +75,23 @@ def add_store_options(parser: argparse.ArgumentParser, *, json_flag: bool = True
         parser.add_argument('--json', action='store_true', help='print JSON instead of text')
 
 
+class _Given(argparse.Action):
+    """Store the value, and set `<dest>_given`: the command line gave it, not the environment's default."""
+
+    def __call__(
+        self, parser: argparse.ArgumentParser, namespace: argparse.Namespace, values: Any, option: str | None = None
+    ) -> None:
+        setattr(namespace, self.dest, values)
+        setattr(namespace, f'{self.dest}_given', True)
+
+
 def add_embedding_option(parser: argparse.ArgumentParser, effect: str) -> None:
-    """`--embedding MODEL` (default `$MEMENTOGRAPH_EMBEDDING_MODEL`), saying what it does for this command."""
+    """`--embedding MODEL` (default `$MEMENTOGRAPH_EMBEDDING_MODEL`), saying what it does for this command;
+    `embedding_given` says whether the command line gave it (a setting of the environment applies where it can)."""
+    parser.set_defaults(embedding_given=False)
     parser.add_argument(
         '--embedding',
+        action=_Given,
         default=os.environ.get(EMBEDDING_ENV) or None,
         metavar='MODEL',
         help=f'embedding model: onnx:PATH (a local model, the dense extra; scripts/fetch-embedding-model) or a '

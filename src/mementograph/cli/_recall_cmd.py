@@ -63,6 +63,13 @@ def _recall(args: argparse.Namespace) -> int:
             f'--method {method} embeds nothing',
             code=2,
         )
+    if args.embedding_given and args.embedding and method not in DENSE_METHODS:
+        # the model would not even be loaded; one from the environment is left to the methods that use it
+        raise CliError(
+            f'--embedding applies only to the methods that use it ({", ".join(DENSE_METHODS)}): '
+            f'--method {method} embeds nothing',
+            code=2,
+        )
     model = load_embedding(args.embedding) if method in DENSE_METHODS else None
     with store_from(args) as store:
         require_session(store, args.namespace, args.session)
@@ -215,7 +222,9 @@ def register(commands: argparse._SubParsersAction[argparse.ArgumentParser]) -> N
         help='ranking (default: fused, or hybrid with --embedding; dense and hybrid need --embedding)',
     )
     add_embedding_option(
-        parser, 'for dense and hybrid; stored vectors are read, blocks without one embedded (and stored)'
+        parser,
+        'for dense and hybrid (refused with another --method); stored vectors are read, blocks without one '
+        'embedded (and stored)',
     )
     add_store_vectors_option(parser)
     parser.add_argument('--session', type=non_empty, help='one session (default: every session of the namespace)')
