@@ -874,8 +874,8 @@ class MementoCompaction(AbstractCapability[AgentDepsT]):
 
         The session is `session_id`, else the history's `conversation_id`. Tokens are counted (and blocks cut by
         them) with the encoding the run used: `encoding`, else that of the model that wrote the history's last
-        response (its `ModelResponse.model_name`, the name a run reads off its model). With `retention` `'run'` or `'none'` the
-        session is not kept after its run, and nothing is written.
+        response (its `ModelResponse.model_name`, the name a run reads off its model). With `retention` `'run'` or
+        `'none'` the session is not kept after its run, and nothing is written.
         """
         calls = StoreCalls(self.store_timeout)
         logged = await calls(self._log_history, messages)
