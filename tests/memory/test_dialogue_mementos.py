@@ -24,7 +24,7 @@ from mementograph.knowledge_graph.memory import (
     time_zone,
 )
 from mementograph.knowledge_graph.memory._dates import in_zone
-from mementograph.knowledge_graph.memory._dialogue import derived_anchors, dialogue_memento, is_dialogue
+from mementograph.knowledge_graph.memory._dialogue import derived_anchors, dialogue_memento, is_dialogue, model_view
 
 from ._build import bash, block_of, debugging_block, observation, say, user
 
@@ -191,6 +191,61 @@ def test_a_block_the_dialogue_path_cannot_fit_falls_back_to_the_agent_trace_path
     memento = ExtractiveCompressor(counter=COUNTER).extract(block)
     assert '2019' in memento and COUNTER.count_text(memento) < block.tokens
     assert RubricJudge(counter=COUNTER).check(block, memento).passed
+
+
+def test_a_turn_with_two_spaces_after_its_speaker_leaves_every_line_named() -> None:
+    """LoCoMo writes `John:  I was ...` at times: that one turn read as unnamed left every turn of its block to its
+    role, so a line read `user: My sister Ann ...` (the name, at the turn's start, not in the sentence kept)."""
+    block = BlockInput.from_messages(
+        [
+            turn('user', 'John: Hey Maria! How was your week?', 0),
+            turn('assistant', 'Maria: Congrats! I started volunteering at the shelter on Fifth Street last week.', 1),
+            turn('user', 'John:  Thanks! My sister Ann moved to Fort Wayne in March with her two dogs.', 2),
+            turn('assistant', 'Maria: Wow! My brother Tom joins the shelter in June, he is a nurse.', 3),
+        ],
+        COUNTER,
+    )
+    memento = ExtractiveCompressor(counter=COUNTER, dialogue_ratio=0.6).extract(block)
+    lines = memento.splitlines()
+    assert all(line.startswith(('John: ', 'Maria: ')) for line in lines), memento
+    assert 'John: My sister Ann moved to Fort Wayne in March' in memento
+    assert RubricJudge(counter=COUNTER).check(block, memento).passed
+    # what an LLM compressor or judge reads of the block names both speakers too
+    assert model_view(block).splitlines()[1:3] == [
+        'Maria: Congrats! I started volunteering at the shelter on Fifth Street last week (the week before 8 May 2023).',
+        'John: Thanks! My sister Ann moved to Fort Wayne in March with her two dogs.',
+    ]
+
+
+@pytest.mark.parametrize(
+    ('text', 'expected'),
+    [
+        (
+            'Maria: Thanks! I appreciate your kind words. Gotta stay strong and keep making a difference, even in '
+            'challenging times.',
+            'RESULT: Maria: I appreciate your kind words.',
+        ),
+        ('Maria: I appreciate your kind words! Gotta stay strong, even in hard times.', None),  # named already
+        (  # no names: the roles are the speakers, and a trace's lines carry none
+            'Thanks! I appreciate your kind words. Gotta stay strong and keep making a difference, even in '
+            'challenging times.',
+            'RESULT: I appreciate your kind words.',
+        ),
+    ],
+)
+def test_a_conversation_on_the_agent_trace_path_says_who_said_its_lines(text: str, expected: str | None) -> None:
+    """A closing turn too small for a dialogue memento takes the agent-trace path; its result line quotes a
+    sentence past the turn's first, which held the name, so the line (and the page summary made of it) said
+    nobody's words."""
+    block = BlockInput.from_messages([turn('assistant', text, 0)], COUNTER)
+    memento = ExtractiveCompressor(counter=COUNTER).extract(block)
+    assert memento.startswith('RESULT: ')  # the agent-trace path
+    if expected is None:
+        assert memento.startswith('RESULT: Maria: ') and 'Maria: Maria:' not in memento
+    else:
+        assert memento == expected
+    assert RubricJudge(counter=COUNTER).check(block, memento).passed
+    assert COUNTER.count_text(memento) < block.tokens
 
 
 def test_titles_do_not_end_a_sentence() -> None:

@@ -2,12 +2,15 @@
 
 from __future__ import annotations
 
+import asyncio
 from dataclasses import replace
+from datetime import UTC, datetime, timedelta
+from pathlib import Path
 
 import pytest
 
 from mementograph._tokens import TokenCounter
-from mementograph.eval import IngestedDialogue
+from mementograph.eval import Dialogue, DialogueIngestor, IngestedDialogue, Segment, Turn
 from mementograph.knowledge_graph import DEFAULT_NAMESPACE, BlockRecord, EntityRecord, Eviction, Mention, page_id_for
 from mementograph.knowledge_graph.recall import (
     AmbiguousPageError,
@@ -19,6 +22,7 @@ from mementograph.knowledge_graph.recall import (
 )
 from mementograph.knowledge_graph.store import GraphStore, open_store
 from tests.builders import session_history
+from tests.conftest import open_neo4j
 
 POLICY = PagePolicy(blocks_per_page=2, group_size=2, meta_after=3, topics=3)
 
@@ -134,6 +138,72 @@ def test_a_page_number_several_sessions_hold_needs_a_session_or_the_page_id(inge
 def test_ingest_writes_pages_with_the_default_policy(ingested: IngestedDialogue) -> None:
     pages = [page for eviction in ingested.evictions for page in eviction.pages]
     assert pages and all(page.session_id == 'conv-1' for page in pages)
+
+
+_NAMED_CHAT = (
+    (
+        datetime(2022, 7, 2, 18, 0, tzinfo=UTC),
+        (
+            ('user', "John:  Hey Maria! I coached the kids' soccer team on Saturday, and they won the final 3-1."),
+            ('assistant', 'Maria: Congrats, John! I started volunteering at the shelter on Fifth Street last week.'),
+            ('user', 'John:  Sounds great. I was impressed with their dedication and how well they worked together.'),
+            (
+                'assistant',
+                'Maria: Thanks! I appreciate your kind words. Gotta stay strong and keep making a difference, even in '
+                'challenging times.',
+            ),
+        ),
+    ),
+    (  # a sitting of one closing turn: too small for a dialogue memento, it takes the agent-trace path
+        datetime(2022, 7, 9, 18, 0, tzinfo=UTC),
+        (
+            (
+                'assistant',
+                'Maria: Thanks! I appreciate your kind words. Gotta stay strong and keep making a difference, even in '
+                'challenging times.',
+            ),
+        ),
+    ),
+)
+
+
+@pytest.mark.parametrize('backend', ['memory', 'sqlite', 'neo4j'])
+def test_each_line_of_a_page_summary_says_who_said_it(
+    request: pytest.FixtureRequest, tmp_path: Path, unique_namespace: str, backend: str
+) -> None:
+    """A two-person chat's page summaries named nobody: LoCoMo's `John:  ...` (two spaces) left its block's lines
+    to the roles (`user: I was impressed ...`), and a closing turn's result line quoted a sentence past the name."""
+    namespace = 'default'
+    if backend == 'neo4j':
+        store = open_neo4j(request.getfixturevalue('neo4j_server'))
+        namespace = unique_namespace
+    else:
+        store = open_store('memory://' if backend == 'memory' else f'sqlite://{tmp_path / "memory.db"}')
+    dialogue = Dialogue(
+        'conv-named',
+        tuple(
+            Segment(
+                f'S{number}',
+                tuple(
+                    Turn(f'S{number}:{i}', role, text, start + timedelta(minutes=i))  # type: ignore[arg-type]
+                    for i, (role, text) in enumerate(turns)
+                ),
+            )
+            for number, (start, turns) in enumerate(_NAMED_CHAT, start=1)
+        ),
+    )
+    try:
+        ingestor = DialogueIngestor(min_tokens=40, namespace=namespace, page_policy=PagePolicy(blocks_per_page=1))
+        ingested = asyncio.run(ingestor.ingest(store, dialogue))
+        assert ingested.blocks[-1].memento_text.startswith('RESULT: ')  # the agent-trace path was taken
+        summaries = [page.summary for page in store.list_pages(namespace=namespace, session_id='conv-named')]
+    finally:
+        store.close()
+    assert summaries == [
+        "John: I coached the kids' soccer team on Saturday, and they won the final 3-1.",
+        'Maria: Gotta stay strong and keep making a difference, even in challenging times.',
+        'Maria: I appreciate your kind words.',
+    ]
 
 
 def test_a_pages_topics_leave_out_the_words_of_code_itself() -> None:

@@ -262,12 +262,51 @@ def test_last_and_this_month_name_the_month(query: str, now: datetime, month: tu
         ('this fall, we moved', datetime(2024, 11, 1), (2024, 9)),
         ('did this fall apart', datetime(2024, 11, 1), None),  # the verb
         ('the last summer we had together', datetime(2024, 11, 1), None),  # the final one
-        ('last summer 2021', datetime(2024, 11, 1), None),
+        # `this past`: as `last`
+        ('this past summer', datetime(2024, 10, 10), (2024, 6)),
+        ('what did we do this past summer', datetime(2024, 7, 10), (2023, 6)),
+        ('over the past winter', datetime(2024, 4, 1), (2023, 12)),
+        ('this past fall', datetime(2025, 1, 10), (2024, 9)),
+        # `in (the) summer`: the latest that has begun, the one in progress included (as `in March`)
+        ('what did we do in summer?', datetime(2024, 7, 10), (2024, 6)),
+        ('in the summer', datetime(2024, 3, 10), (2023, 6)),
+        ('What did Caroline do during the summer?', datetime(2024, 10, 10), (2024, 6)),
+        ('in the Summer', datetime(2024, 10, 10), (2024, 6)),
+        ('in the summer with the kids', datetime(2024, 10, 10), (2024, 6)),
+        ('in summer, we moved', datetime(2024, 10, 10), (2024, 6)),
+        ('over the summer I read a lot', datetime(2024, 10, 10), (2024, 6)),
+        ('in the winter', datetime(2024, 1, 15), (2023, 12)),  # in progress, across the new year
+        ('in winter', datetime(2024, 12, 1), (2024, 12)),
+        ('in winter', datetime(2024, 11, 5), (2023, 12)),
+        ('in the fall', datetime(2024, 8, 31), (2023, 9)),
+        # a year named: that year's, whatever comes before
+        ('in summer 2021', datetime(2024, 11, 1), (2021, 6)),
+        ('the summer of 2021', datetime(2024, 11, 1), (2021, 6)),
+        ("the summer of '21", datetime(2024, 11, 1), (2021, 6)),
+        ('the summer of \u201921', datetime(2024, 11, 1), (2021, 6)),
+        ("summer of '99", datetime(2024, 11, 1), (1999, 6)),  # the latest year ending so
+        ('last summer 2021', datetime(2024, 11, 1), (2021, 6)),
+        ('this summer 2021', datetime(2024, 11, 1), (2021, 6)),
+        ('Summer 2021 trip', datetime(2024, 11, 1), (2021, 6)),
+        ('in fall 2021', datetime(2024, 11, 1), (2021, 9)),
+        ('winter 2021', datetime(2024, 11, 1), (2020, 12)),  # its January and February: as `this winter` in 2021
+        ('the winter of 2021/22', datetime(2024, 11, 1), (2021, 12)),
+        ('winter 2021-2022', datetime(2024, 11, 1), (2021, 12)),
+        # not time: a person, a kind of thing, something else's season, the verb
+        ('did Caroline confide in Summer', datetime(2024, 11, 1), None),
+        ('what did Caroline do with Summer', datetime(2024, 11, 1), None),
+        ('what did the kids do in summer camp', datetime(2024, 11, 1), None),
+        ('the kids loved summer camp', datetime(2024, 11, 1), None),
+        ('in the summer of my life', datetime(2024, 11, 1), None),
+        ('during the Winter Olympics', datetime(2024, 11, 1), None),
+        ('interested in fall colors', datetime(2024, 11, 1), None),
+        ('did sales fall 2021 units', datetime(2024, 11, 1), None),
+        ('early summer vegetables', datetime(2024, 11, 1), None),
     ],
 )
 def test_last_and_this_season_name_the_season(query: str, now: datetime, season: tuple[int, int] | None) -> None:
-    """ "last summer", "this winter" named no range; seasons are the northern meteorological ones, relative to when
-    the query is asked as months are."""
+    """ "last summer", "this winter", "in the summer", "summer of 2021" named no range; seasons are the northern
+    meteorological ones, relative to when the query is asked as months are."""
     found = time_range_in(query, now.replace(tzinfo=UTC))
     if season is None:
         assert found is None
@@ -279,6 +318,30 @@ def test_last_and_this_season_name_the_season(query: str, now: datetime, season:
 
 
 @pytest.mark.parametrize(
+    ('query', 'now', 'months'),
+    [
+        ('in early summer', datetime(2024, 10, 10), (2024, 6, 2)),  # June and July
+        ('in late summer', datetime(2024, 10, 10), (2024, 7, 2)),  # July and August
+        ('in the late summer of 2021', datetime(2024, 10, 10), (2021, 7, 2)),
+        ('in early-spring 2020', datetime(2024, 10, 10), (2020, 3, 2)),
+        ('early last winter', datetime(2024, 6, 1), (2023, 12, 2)),  # December and January
+        ('late last winter', datetime(2024, 6, 1), (2024, 1, 2)),
+        ('last late winter', datetime(2024, 6, 1), (2024, 1, 2)),
+        ('in late winter', datetime(2024, 1, 15), (2024, 1, 2)),  # the winter in progress, begun in 2023
+        ('in the early winter', datetime(2025, 2, 1), (2024, 12, 2)),
+    ],
+)
+def test_early_and_late_name_two_months_of_the_season(query: str, now: datetime, months: tuple[int, int, int]) -> None:
+    year, month, count = months
+    start = datetime(year, month, 1, tzinfo=UTC)
+    after = year * 12 + month - 1 + count
+    end = datetime(after // 12, after % 12 + 1, 1, tzinfo=UTC)
+    assert time_range_in(query, now.replace(tzinfo=UTC)) == TimeRange(
+        start - timedelta(days=1), end + timedelta(days=1)
+    )
+
+
+@pytest.mark.parametrize(
     ('query', 'now', 'expected'),
     [
         ('spring last winter', datetime.min, None),  # December of year 0
@@ -287,6 +350,13 @@ def test_last_and_this_season_name_the_season(query: str, now: datetime, season:
         ('this spring', datetime.min, (datetime(1, 2, 28), datetime(1, 6, 2))),
         ('this winter', datetime.max, (datetime(9999, 11, 30), None)),  # open past the calendar's end
         ('last autumn', datetime.max, (datetime(9999, 8, 31), datetime(9999, 12, 2))),
+        ('in the winter', datetime.min, None),
+        ('in the spring', datetime.min, None),  # the latest up to 1 January of year 1 began in year 0
+        ('in the winter', datetime.max, (datetime(9999, 11, 30), None)),
+        ('in late winter', datetime.max, None),  # January 10000
+        ("the summer of '21", datetime.max, (datetime(9921, 5, 31), datetime(9921, 9, 2))),
+        ("the summer of '21", datetime.min, None),  # year -79
+        ('winter 2021/22', datetime.min, (datetime(2021, 11, 30), datetime(2022, 3, 2))),  # a year is no relative
     ],
 )
 def test_a_season_at_either_end_of_the_calendar(
@@ -327,6 +397,11 @@ def test_relative_spans_in_a_query(query: str, now: datetime, expected: tuple[da
         ('Caroline last spring', datetime(2024, 3, 1, tzinfo=UTC), '2023-05'),
         ('Caroline last summer', datetime(2024, 3, 1, tzinfo=UTC), '2023-06'),
         ('Caroline this summer', datetime(2023, 12, 1, tzinfo=UTC), '2023-06'),
+        ('Caroline in the summer', datetime(2023, 12, 1, tzinfo=UTC), '2023-06'),
+        ('Caroline this past summer', datetime(2023, 12, 1, tzinfo=UTC), '2023-06'),
+        ("Caroline in the summer of '23", datetime(2025, 3, 1, tzinfo=UTC), '2023-06'),
+        ('Caroline in late spring', datetime(2023, 12, 1, tzinfo=UTC), '2023-05'),
+        ('Caroline in early summer 2023', datetime(2025, 3, 1, tzinfo=UTC), '2023-06'),
     ],
 )
 def test_recall_prefers_the_month_last_or_this_names(
@@ -347,6 +422,16 @@ def test_recall_reads_no_month_in_may_the_verb_or_in_a_may_long_past(filled: tup
         ('this may be Caroline', datetime(2023, 7, 1, tzinfo=UTC)),  # May 2023 holds a sitting
         ('Caroline last May', datetime(2023, 5, 20, tzinfo=UTC)),  # May 2022: nothing then
     ):
+        hits = recall(store, query, 5, method='graph', namespace=namespace, session_id='conv-1', now=asked,
+                      config=config)  # fmt: skip
+        assert hits and not any('in the time range' in hit.reasons for hit in hits), query
+
+
+def test_recall_reads_no_season_in_a_name_or_a_kind_of_thing(filled: tuple[GraphStore, str]) -> None:
+    store, namespace = filled
+    config = RecallConfig(max_df_share=1, prefer_boost=10.0)
+    asked = datetime(2023, 12, 1, tzinfo=UTC)  # the summer of 2023 holds a sitting
+    for query in ('did Caroline confide in Summer', 'Caroline in summer camp', 'Caroline with Summer'):
         hits = recall(store, query, 5, method='graph', namespace=namespace, session_id='conv-1', now=asked,
                       config=config)  # fmt: skip
         assert hits and not any('in the time range' in hit.reasons for hit in hits), query

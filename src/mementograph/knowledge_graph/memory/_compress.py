@@ -16,6 +16,7 @@ from __future__ import annotations
 
 import re
 from collections.abc import Iterator, Sequence
+from collections.abc import Set as AbstractSet
 from dataclasses import dataclass, field
 from typing import Final, Protocol, runtime_checkable
 
@@ -27,7 +28,7 @@ from pydantic_ai.settings import ModelSettings
 from ..._text import cut_words
 from ..._tokens import TokenCounter
 from ._block import BlockInput, actions_for
-from ._dialogue import dialogue_memento, is_dialogue, model_view
+from ._dialogue import dialogue_memento, is_dialogue, model_view, named_speakers
 from ._facts import FACT_SECTIONS, Fact, command_facts, critical_facts, fact_present, output_facts
 from ._merge import merge_mementos
 from ._outline import outline, written_outline
@@ -131,6 +132,16 @@ def _first_claim(text: str) -> str | None:
     return next(iter(_claims(text)), None)
 
 
+def _said_by(sentence: str, region: Region, speakers: AbstractSet[str]) -> str:
+    """`sentence`, taken from a turn (`region`) of a conversation whose turns are named (`speakers`), after its
+    speaker's name (`Name: ...`) unless it starts with it already (the turn's first sentence does): a memento line
+    quoting a turn says who said it, as a dialogue memento's lines do, and so does the page summary made of it."""
+    name = region.text.split(':', 1)[0].strip()
+    if name not in speakers or sentence.startswith(f'{name}:'):
+        return sentence
+    return cut_words(f'{name}: {sentence}', _MAX_RESULT_CHARS)
+
+
 def _last_outcome(actions: Sequence[Action]) -> str | None:
     """The last error or test line of the block's last answered command."""
     for action in reversed(actions):
@@ -177,8 +188,9 @@ class ExtractiveCompressor:
     showed or a command wrote (a file read's `13: def total; 46: async def checkout`, under its command).
 
     A conversation block (prose turns only, no tool calls) gets a dialogue memento instead (`_dialogue`): the
-    informative sentences of both speakers, each line prefixed by its speaker, relative dates anchored. A run of
-    mementos (`BlockInput.merges`) gets their items pooled, each once, within `BlockInput.max_tokens` (`_merge`).
+    informative sentences of both speakers, each line prefixed by its speaker, relative dates anchored (one it cannot
+    fit takes the path above, where a line quoting a named turn starts with the name too). A run of mementos
+    (`BlockInput.merges`) gets their items pooled, each once, within `BlockInput.max_tokens` (`_merge`).
     """
 
     target_ratio: float = 0.15
@@ -281,11 +293,12 @@ class ExtractiveCompressor:
         facts = critical_facts(block.text)
         actions = actions_for(block)
         regions = parse_regions(block.text)
-        add(0, 'RESULT', self._result_line(regions, actions))
+        speakers = named_speakers(block)  # a conversation the dialogue path could not fit: its lines name speakers
+        add(0, 'RESULT', self._result_line(regions, actions, speakers))
         for region in regions:
             if region.label == 'user':
                 claims = [claim for claim in _claims(region.text)[:2] if claim not in covered[0]]
-                request = ' '.join(claims)
+                request = _said_by(' '.join(claims), region, speakers) if claims else ''
                 if request and request not in covered:
                     add(0, 'REQUEST', request)
 
@@ -331,26 +344,31 @@ class ExtractiveCompressor:
                     continue
                 add(priority, section, f'$ {fact.text}' if kind == 'command' else fact.text)
 
-        strong, other = self._decisions(regions)
-        open_item = self._open_item(regions)
+        strong, other = self._decisions(regions, speakers)
+        open_item = self._open_item(regions, speakers)
         for priority, sentences in ((4, strong), (4, [open_item] if open_item else []), (5, other)):
             for sentence in sentences:
                 if sentence not in covered:
                     add(priority, 'OPEN' if sentence == open_item else 'DECISIONS', sentence)
         return items
 
-    def _result_line(self, regions: Sequence[Region], actions: Sequence[Action]) -> str:
+    def _result_line(
+        self, regions: Sequence[Region], actions: Sequence[Action], speakers: AbstractSet[str] = frozenset()
+    ) -> str:
         """The first claim of the latest assistant text that states one (not a plan such as "Let me ..."); else
-        of the latest user or system text; plus the last command's error or test outcome."""
+        of the latest user or system text; plus the last command's error or test outcome. In a conversation whose
+        turns are named (`speakers`), the claim says who made it."""
         assistant = [region for region in regions if region.label in ('assistant', 'thinking')]
-        sentence = next((claim for region in reversed(assistant) if (claim := _first_claim(region.text))), None)
-        if sentence is None:
-            sentence = next(
-                (first for region in reversed(assistant) if (first := next(_sentences(region.text), None))), None
+        others = [region for region in regions if region.kind == 'prose']
+        found = next(((claim, region) for region in reversed(assistant) if (claim := _first_claim(region.text))), None)
+        if found is None:
+            found = next(
+                ((first, region) for region in reversed(assistant) if (first := next(_sentences(region.text), None))),
+                None,
             )
-        if sentence is None:
-            others = [region for region in regions if region.kind == 'prose']
-            sentence = next((claim for region in reversed(others) if (claim := _first_claim(region.text))), None)
+        if found is None:
+            found = next(((claim, region) for region in reversed(others) if (claim := _first_claim(region.text))), None)
+        sentence = None if found is None else _said_by(*found, speakers)
         if sentence is None and actions:
             # A block of tool calls without prose: its last command is the most telling verbatim line.
             sentence = cut_words(actions[-1].command.strip(), _MAX_RESULT_CHARS)
@@ -360,26 +378,31 @@ class ExtractiveCompressor:
             result += f' Last outcome: {outcome}'
         return result
 
-    def _decisions(self, regions: Sequence[Region]) -> tuple[list[str], list[str]]:
-        """Sentences of the assistant that state a cause, a fix or a confirmation (strong), or a choice (other)."""
+    def _decisions(
+        self, regions: Sequence[Region], speakers: AbstractSet[str] = frozenset()
+    ) -> tuple[list[str], list[str]]:
+        """Sentences of the assistant that state a cause, a fix or a confirmation (strong), or a choice (other);
+        in a conversation whose turns are named (`speakers`), each after its speaker."""
         strong: list[str] = []
         other: list[str] = []
         for region in regions:
             if region.label not in ('assistant', 'thinking'):
                 continue
-            for sentence in _sentences(region.text):
-                if _STRONG_DECISION.search(sentence) and sentence not in strong:
+            for raw in _sentences(region.text):
+                sentence = _said_by(raw, region, speakers)
+                if _STRONG_DECISION.search(raw) and sentence not in strong:
                     strong.append(sentence)
-                elif _DECISION.search(sentence) and sentence not in other:
+                elif _DECISION.search(raw) and sentence not in other:
                     other.append(sentence)
         return strong, other
 
-    def _open_item(self, regions: Sequence[Region]) -> str | None:
-        """What the assistant said it would do next, in its latest text."""
+    def _open_item(self, regions: Sequence[Region], speakers: AbstractSet[str] = frozenset()) -> str | None:
+        """What the assistant said it would do next, in its latest text (after its speaker, as `_decisions`)."""
         assistant = [region for region in regions if region.label == 'assistant']
         if not assistant:
             return None
-        return next((s for s in _sentences(assistant[-1].text) if _OPEN.search(s)), None)
+        found = next((s for s in _sentences(assistant[-1].text) if _OPEN.search(s)), None)
+        return None if found is None else _said_by(found, assistant[-1], speakers)
 
     # -- selecting -------------------------------------------------------------------------------------------
 

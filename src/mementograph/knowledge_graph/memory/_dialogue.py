@@ -49,11 +49,16 @@ __all__ = (
     'is_dialogue',
     'merge_dialogue_mementos',
     'model_view',
+    'named_speakers',
     'opens_with_speaker',
     'strip_derived_anchors',
 )
 
-_SPEAKER: Final = re.compile(rf"^([{uppercase()}][\w'.-]{{0,30}}(?: [{uppercase()}][\w'.-]{{0,30}}){{0,2}}): (?=\S)")
+_SPEAKER: Final = re.compile(
+    rf"^([{uppercase()}][\w'.-]{{0,30}}(?: [{uppercase()}][\w'.-]{{0,30}}){{0,2}}):[ \t]+(?=\S)"
+)
+"""A turn's speaker: `Name: ` and the text, after however many spaces (LoCoMo writes `John:  Yep` at times, and one
+unnamed turn would leave every turn of its block to its role)."""
 _LINE_SPEAKER: Final = re.compile(rf'{_SPEAKER.pattern}|^(user|assistant|system): (?=\S)')
 """The speaker a memento's line starts with: a name, or the role in a chat whose turns carry no names."""
 _FENCE: Final = re.compile(r'^[ \t]*(?:`{3,}|~{3,})', re.MULTILINE)
@@ -192,6 +197,15 @@ def _turns(messages: Sequence[ModelMessage], zone: TimeZone) -> list[_Turn]:
             if match
         ]
     return turns
+
+
+def named_speakers(block: BlockInput) -> frozenset[str]:
+    """The names a conversation block's turns start with (`Caroline: ...`), read as `_turns` reads them: none for
+    an agent trace or for a chat whose turns do not all carry a name (their speakers are their roles)."""
+    if not is_dialogue(block):
+        return frozenset()
+    speakers = {turn.speaker for turn in _turns(block.messages, block.zone)}
+    return frozenset() if speakers & {'user', 'assistant', 'system'} else frozenset(speakers)
 
 
 def derived_anchors(messages: Sequence[ModelMessage], zone: TimeZone = None) -> frozenset[str]:

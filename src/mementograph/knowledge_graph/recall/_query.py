@@ -197,9 +197,10 @@ def _next_month(moment: datetime) -> datetime | None:
 
 def time_range_in(query: str, now: datetime) -> TimeRange | None:
     """The time range a query names relative to `now`, if any: `in March` (the latest March up to now), `last May`
-    (the latest May before this month), `this May` (May of this year), `last summer` / `this winter` (a season:
-    `_last_or_this_season`), `last month`, `last week`, `yesterday`, `today`, `N days/weeks/months ago`, `in the past
-    N days/weeks/months`, `in 2022`; and their like in the other languages `_languages` knows (`im März`, `вчера`,
+    (the latest May before this month), `this May` (May of this year), a season (`last summer`, `this winter`, `in
+    the summer`, `summer 2021`, `in late spring`: a northern-hemisphere meteorological one, `_season_range`), `last
+    month`, `last week`, `yesterday`, `today`, `N days/weeks/months ago`, `in the past N days/weeks/months`, `in
+    2022`; and their like in the other languages `_languages` knows (`im März`, `вчера`,
     `il y a 3 mois`, `先月`).
 
     Ranges are generous (a day's slack on each side): a range is a hint for ranking, and people round.
@@ -210,7 +211,7 @@ def time_range_in(query: str, now: datetime) -> TimeRange | None:
     match = re.search(r'\b(?:in|during|of|since)\s+(' + '|'.join(_MONTHS) + r')\b(?:\s+(\d{4}))?', text)
     if match:
         return _month_range(_MONTHS.index(match.group(1)) + 1, match.group(2), now)
-    found = _last_or_this_month(query, now) or _last_or_this_season(query, now)
+    found = _last_or_this_month(query, now) or _season_range(query, now)
     if found is not None:
         return found
     match = re.search(r'\b(?:in|during)\s+((?:19|20)\d{2})\b', text)
@@ -278,40 +279,130 @@ def _last_or_this_month(query: str, now: datetime) -> TimeRange | None:
 
 
 _SEASONS: Final = {'spring': 3, 'summer': 6, 'autumn': 9, 'fall': 9, 'winter': 12}
-"""The month each season begins (northern meteorological seasons, three months each: winter spans the new year)."""
-_LAST_OR_THIS_SEASON: Final = re.compile(
-    r'(?<!\bthe\s)\b(last|this)\s+(' + '|'.join(_SEASONS) + r")\b(?!'?s?\s+\d{4})", re.IGNORECASE
+"""The month each season begins: northern-hemisphere meteorological seasons, three months each (spring March to
+May, summer June to August, autumn September to November, winter December to February, across the new year)."""
+_SEASON_NAMES: Final = '|'.join(_SEASONS)
+_SEASON_PART: Final = r'(?:(early|late)[\s-]+)?'
+_SEASON_OF_YEAR: Final = re.compile(
+    rf'\b{_SEASON_PART}({_SEASON_NAMES})(\s+of)?\s+((?:19|20)\d{{2}}|[\'\u2019]\d{{2}})\b'
+    r'(?:\s*[/-]\s*(\d{2}|\d{4})\b)?',  # the next year, after a winter
+    re.IGNORECASE,
 )
-"""`last summer`, `this winter`; not `the last summer` (the final one), nor a season a year follows (`last summer
-2021`, which says no more than `in 2021` does)."""
+"""`summer 2021`, `the summer of '21`, `early spring 2020`, `winter 2021/22`; whatever comes before (`last summer
+2021` is the summer of 2021)."""
+_LAST_OR_THIS_SEASON: Final = re.compile(
+    rf'(?<!\bthe\s)\b(?:(early|late)\s+)?(last|this\s+past|the\s+past|this)\s+{_SEASON_PART}({_SEASON_NAMES})\b'
+    r"(?!'?s?\s+\d{4})",
+    re.IGNORECASE,
+)
+"""`last summer`, `this winter`, `this past fall`, `early last spring`, `last late summer`; not `the last summer`
+(the final one), nor one a year follows (`_SEASON_OF_YEAR` reads that)."""
+_IN_THE_SEASON: Final = re.compile(
+    rf'\b(?:in|during|over|through|throughout)\s+(the\s+)?{_SEASON_PART}({_SEASON_NAMES})\b', re.IGNORECASE
+)
+"""`in summer`, `during the winter`, `in early spring`, `over the summer`."""
+_AFTER_THE_SEASON: Final = _AFTER_THE_MONTH | frozenset(
+    (
+        'or', 'so', 'then', 'at', 'in', 'by', 'for', 'near', 'around', 'i', 'we', 'you', 'he', 'she', 'they', 'my',
+        'our', 'your', 'his', 'her', 'their',
+    )
+)  # fmt: skip
+"""Words after which `in the summer` is the season (`in the summer with the kids`, `in summer we moved`), where
+a noun would make the season a kind of thing (`in summer camp`, `in the fall colors`) or `of` another thing's
+(`in the summer of my life`)."""
+
+
+def _season_range(query: str, now: datetime) -> TimeRange | None:
+    """The season a query names (`_SEASONS`), a day's slack on each side, or `None`:
+
+    - with a year, anywhere (`summer 2021`, `the summer of '21`, a two-digit year being the latest such up to
+      `now`): that year's; winter the one its January and February fall in (`winter 2021` began in December 2020,
+      as `this winter`, said in November 2021, is that one), unless the next year follows (`winter 2021/22`);
+    - `last summer` (`this past summer`): the latest before the season `now` is in; `this summer`: this year's
+      (`_last_or_this_season`);
+    - `in (the) summer`, `during the winter`: the latest that has begun by `now`, the one in progress included (as
+      `in March` is), when a word that cannot follow the season as time does not follow it (`_AFTER_THE_SEASON`:
+      not `in summer camp`), and not a capitalised one without `the` (`confide in Summer` is a person);
+    - `early` or `late` before any of these (`in late summer`, `early last spring`): its first or last two months.
+
+    "fall" is also a verb: before a bare year it is the season only after a preposition or a determiner (`in fall
+    2021`, not "did sales fall 2021"); after "this", as `_last_or_this_season` says.
+    """
+    for match in _SEASON_OF_YEAR.finditer(query):
+        part, name, of, year, following = match.groups()
+        if name.lower() == 'fall' and of is None and part is None and not _temporal_before(query, match.start()):
+            continue
+        number = int(year.lstrip("'\u2019"))
+        if number < 100:  # `'21`: the latest year ending so, up to now
+            number = now.year - (now.year - number) % 100
+        first = _SEASONS[name.lower()] - 1
+        if first == 11 and not (following and int(following) % 100 == (number + 1) % 100):
+            number -= 1  # winter 2021: December 2020 to February 2021
+        return _season_months(number * 12 + first, part)
+    found = _last_or_this_season(query, now)
+    if found is not None:
+        return found
+    for match in _IN_THE_SEASON.finditer(query):
+        the, part, name = match.groups()
+        if the is None and part is None and not name.islower():
+            continue  # `in Summer`: a person, as likely as the season
+        following = re.match(r"\s*([^\W\d_][\w']*)", query[match.end() :])
+        if following is not None and following.group(1).lower() not in _AFTER_THE_SEASON:
+            continue
+        first = _SEASONS[name.lower()] - 1
+        season = _season_now(now)
+        return _season_months(season - (season - first) % 12, part)
+    return None
+
+
+def _temporal_before(query: str, position: int) -> bool:
+    """Whether a preposition or a determiner comes right before `position` (`in fall 2021`, `the fall 2021 term`)."""
+    before = re.search(r'([^\W\d_]+)\s*$', query[:position])
+    return before is not None and before.group(1).lower() in (
+        'in', 'during', 'over', 'through', 'throughout', 'since', 'until', 'by', 'of', 'the', 'this', 'last', 'that',
+    )  # fmt: skip
+
+
+def _season_now(now: datetime) -> int:
+    """When the season `now` is in began, in months since year 0 (January 2024 is in the winter of December 2023)."""
+    return now.year * 12 + now.month - 1 - now.month % 3
+
+
+def _season_months(start: int, part: str | None) -> TimeRange | None:
+    """The three months from `start` (months since year 0), or with `part` its first (`early`) or last (`late`) two,
+    a day's slack on each side; `None` when it begins before the calendar does."""
+    if part is not None and part.lower() == 'late':
+        start += 1
+    begin = _month_start(start // 12, start % 12 + 1)
+    if begin is None:
+        return None
+    months = 3 if part is None else 2
+    end = _month_start((start + months) // 12, (start + months) % 12 + 1)
+    return TimeRange(plus_days(begin, -1), None if end is None else plus_days(end, 1))
 
 
 def _last_or_this_season(query: str, now: datetime) -> TimeRange | None:
-    """`last summer` (the latest summer before this season: said in July, a year ago; in October, this year's) or
-    `this summer` (this year's; `this winter` is the one in progress or, from March to November, the one that ended
-    in February: only a season that has begun can hold a conversation), a day's slack on each side; `None` when the
-    season begins before the calendar does.
+    """`last summer` (the latest summer before this season: said in July, a year ago; in October, this year's; `this
+    past summer` likewise) or `this summer` (this year's; `this winter` is the one in progress or, from March to
+    November, the one that ended in February: only a season that has begun can hold a conversation).
 
     "fall" is also a verb ("did this fall apart"): lower-case after "this", it counts as the season only where "may"
     counts as the month (`_AFTER_THE_MONTH`).
     """
     for match in _LAST_OR_THIS_SEASON.finditer(query):
-        which, name = match.group(1).lower(), match.group(2)
-        if name == 'fall' and which == 'this':
+        before, which, after, name = match.groups()
+        this = which.lower() == 'this'  # not `this past`
+        if name == 'fall' and this and after is None:
             following = re.match(r"\s*([^\W\d_][\w']*)", query[match.end() :])
             if following is not None and following.group(1).lower() not in _AFTER_THE_MONTH:
                 continue
         first = _SEASONS[name.lower()] - 1  # the month it begins, from 0
-        if which == 'this':
+        if this:
             start = (now.year - (first == 11 and now.month != 12)) * 12 + first  # months since year 0
         else:
-            season = now.year * 12 + now.month - 1 - now.month % 3  # when the season `now` is in began
+            season = _season_now(now)
             start = season - 1 - (season - 1 - first) % 12
-        begin = _month_start(start // 12, start % 12 + 1)
-        if begin is None:
-            return None
-        end = _month_start((start + 3) // 12, (start + 3) % 12 + 1)
-        return TimeRange(plus_days(begin, -1), None if end is None else plus_days(end, 1))
+        return _season_months(start, before or after)
     return None
 
 
