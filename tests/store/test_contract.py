@@ -46,6 +46,7 @@ from mementograph.knowledge_graph.store import (
     recover_chain,
 )
 from tests.builders import rich_history, session_history
+from tests.counting import CountingStore
 from tests.store.conftest import Backend
 
 
@@ -232,6 +233,89 @@ def test_a_chain_with_a_tampered_block_names_it_and_keeps_the_others(backend: Ba
     with pytest.raises(BlockIntegrityError) as plain:  # a block asked for by its own id: nothing to keep
         recover_chain(store, block1.id, namespace=ns)
     assert not isinstance(plain.value, ChainIntegrityError)
+
+
+def test_batched_reads_find_records_by_id_in_scope_in_the_order_asked(backend: Backend) -> None:
+    store, ns = backend.store, backend.namespace
+    block1, block2, memento1, memento2, top = write_two_block_chain(store, ns)
+    ev_b, block_b, memento_b = make_eviction(session_history(1, prefix='other'), session_id='b', namespace=ns)
+    ev_c, block_c, memento_c = make_eviction(session_history(1), session_id='s', namespace=ns + '-other')
+    store.write_eviction(ev_b)
+    store.write_eviction(ev_c)
+
+    mementos = [top.id, 'mem_nope', memento2.id, memento_c.id, memento_b.id, memento1.id, top.id]
+    expected = [store.get_memento(i, namespace=ns) for i in (top.id, memento2.id, memento_b.id, memento1.id)]
+    assert store.get_mementos(mementos, namespace=ns) == expected
+    in_session = store.get_mementos(mementos, namespace=ns, session_id='s')
+    assert [m.id for m in in_session] == [top.id, memento2.id, memento1.id]
+    blocks = [block2.id, 'blk_nope', block_c.id, block_b.id, block1.id, block2.id]
+    found = store.get_blocks(blocks, namespace=ns)
+    assert found == [store.get_block(i, namespace=ns) for i in (block2.id, block_b.id, block1.id)]
+    assert [b.id for b in store.get_blocks(blocks, namespace=ns, session_id='b')] == [block_b.id]
+    unknown = [f'{prefix}_{i:04d}' for prefix in ('blk', 'mem') for i in range(600)]  # more than one statement takes
+    assert [b.id for b in store.get_blocks([*unknown, block1.id, *unknown], namespace=ns)] == [block1.id]
+    assert [m.id for m in store.get_mementos([*unknown, memento1.id], namespace=ns)] == [memento1.id]
+    assert store.get_blocks([], namespace=ns) == [] and store.get_mementos([], namespace=ns) == []
+
+
+def write_three_level_chain(store: GraphStore, ns: str) -> tuple[list[BlockRecord], MementoRecord]:
+    """Four blocks of session `s` with their mementos, a memento of each pair of those, and a memento of the two
+    pairs, the later pair first (level 3)."""
+    ones: list[MementoRecord] = []
+    blocks: list[BlockRecord] = []
+    for i in range(4):
+        eviction, block, memento = make_eviction(
+            session_history(1, prefix=f'part {i}'), session_id='s', namespace=ns, seq=i * 4
+        )
+        store.write_eviction(eviction)
+        blocks.append(block)
+        ones.append(memento)
+
+    def merged(*children: MementoRecord) -> MementoRecord:
+        memento = MementoRecord(
+            id=memento_id_for(ns, 's', [c.id for c in children]), session_id='s', namespace=ns, text='merged',
+            tokens=3, summarizes=tuple(c.id for c in children), level=children[0].level + 1, compressor='extractive',
+        )  # fmt: skip
+        store.write_eviction(Eviction(session_id='s', namespace=ns, mementos=(memento,)))
+        return memento
+
+    first, second = merged(ones[0], ones[1]), merged(ones[2], ones[3])
+    return blocks, merged(second, first)
+
+
+def test_a_chain_is_read_a_level_at_a_time_in_session_order(backend: Backend) -> None:
+    store, ns = backend.store, backend.namespace
+    blocks, top = write_three_level_chain(store, ns)
+    counted = CountingStore(store)
+
+    chain = recover_chain(counted, top.id, namespace=ns)
+
+    assert [b.record.id for b in chain] == [b.id for b in blocks]  # session order, not the walk's (2, 3, 0, 1)
+    assert [b.messages for b in chain] == [store.recover_block(b.id, namespace=ns).messages for b in blocks]
+    assert counted.calls == {'get_mementos': 3, 'get_blocks': 1}  # a read per level, then every block at once
+
+
+def test_a_chain_missing_a_record_raises_where_the_walk_meets_it(backend: Backend) -> None:
+    store, ns = backend.store, backend.namespace
+    _, block2, memento1, _, top = write_two_block_chain(store, ns)
+
+    def memento_of(*targets: str) -> str:
+        memento = MementoRecord(
+            id=memento_id_for(ns, 's', list(targets)), session_id='s', namespace=ns, text='dangling', tokens=1,
+            summarizes=targets, level=2, compressor='extractive',
+        )  # fmt: skip
+        store.write_eviction(Eviction(session_id='s', namespace=ns, mementos=(memento,)))
+        return memento.id
+
+    with pytest.raises(BlockNotFoundError, match='blk_gone'):
+        recover_chain(store, memento_of(memento1.id, 'blk_gone', 'mem_gone'), namespace=ns)
+    with pytest.raises(MementoNotFoundError, match='mem_gone'):
+        recover_chain(store, memento_of(memento1.id, 'mem_gone', 'blk_gone'), namespace=ns)
+    with pytest.raises(MementoNotFoundError, match=top.id):
+        recover_chain(store, top.id, namespace=ns, session_id='other')
+    backend.tamper(block2.id)  # a damaged block does not end the walk: a missing one after it still raises
+    with pytest.raises(BlockNotFoundError, match='blk_gone'):
+        recover_chain(store, memento_of(top.id, 'blk_gone'), namespace=ns)
 
 
 def test_eviction_rejects_records_of_another_session(backend: Backend) -> None:

@@ -1066,9 +1066,15 @@ class SessionCompactor:
         return [self._originals(span) for span in spans]
 
     def _mementos_of(self, infos: Sequence[StubInfo]) -> list[MementoRecord]:
+        """The stubs' mementos in one read (a merge's children: one round trip on a server, not one a child); one
+        not found is read alone, for the store's `MementoNotFoundError`."""
+        ids = [info.memento_id for info in infos]
+        found = {m.id: m for m in self.store.get_mementos(ids, namespace=self.namespace, session_id=self.session_id)}
         return [
-            self.store.get_memento(info.memento_id, namespace=self.namespace, session_id=self.session_id)
-            for info in infos
+            found[memento_id]
+            if memento_id in found
+            else self.store.get_memento(memento_id, namespace=self.namespace, session_id=self.session_id)
+            for memento_id in ids
         ]
 
     def _originals(self, messages: Sequence[ModelMessage]) -> list[ModelMessage]:

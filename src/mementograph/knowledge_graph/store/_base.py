@@ -9,7 +9,7 @@ from datetime import UTC, datetime
 from itertools import pairwise
 
 from ..._text import IDEOGRAPH_RUN, IDEOGRAPHS, character_pairs, without_particle
-from .._schema import DEFAULT_NAMESPACE, BlockRecord, Mention, PageRecord, SessionEvent
+from .._schema import DEFAULT_NAMESPACE, BlockRecord, MementoRecord, Mention, PageRecord, SessionEvent
 from ._errors import (
     BlockIntegrityError,
     BlockNotFoundError,
@@ -137,12 +137,19 @@ def recover_chain(
     """Recover a block, or every block under a memento (following `SUMMARIZES` through mementos of mementos),
     in session order.
 
+    The mementos are read a level of the chain at a time and the blocks all at once (`get_mementos`,
+    `get_blocks`): on a server, a round trip per level where each memento and block took one of its own. The walk
+    is the one they were read one by one in, so what it returns and raises is the same.
+
     Raises:
         BlockIntegrityError: The block failed its check. Under a memento, a `ChainIntegrityError` raised once the
             whole chain was read: it names the blocks that failed and carries the others.
     """
     if not item_id.startswith('mem_'):
         return [store.recover_block(item_id, namespace=namespace, session_id=session_id)]
+    mementos = _mementos_under(store, item_id, namespace=namespace, session_id=session_id)
+    wanted = [target for memento in mementos.values() for target in memento.summarizes if not target.startswith('mem_')]
+    records = {record.id: record for record in store.get_blocks(wanted, namespace=namespace, session_id=session_id)}
     blocks: list[RecoveredBlock] = []
     damaged: dict[str, BlockIntegrityError] = {}
     pending = [item_id]
@@ -152,12 +159,21 @@ def recover_chain(
         if current in seen:
             continue
         seen.add(current)
+        # what the batched reads did not find is read alone: the store's own not-found error, at the same point
         if current.startswith('mem_'):
-            memento = store.get_memento(current, namespace=namespace, session_id=session_id)
+            memento = (
+                mementos[current]
+                if current in mementos
+                else store.get_memento(current, namespace=namespace, session_id=session_id)
+            )
             pending[0:0] = list(memento.summarizes)
             continue
         try:
-            blocks.append(store.recover_block(current, namespace=namespace, session_id=session_id))
+            blocks.append(
+                check_block(records[current])
+                if current in records
+                else store.recover_block(current, namespace=namespace, session_id=session_id)
+            )
         except BlockIntegrityError as exc:
             damaged[current] = exc
     blocks.sort(key=lambda block: block.record.seq)
@@ -169,6 +185,22 @@ def recover_chain(
             damaged=tuple(damaged),
         )
     return blocks
+
+
+def _mementos_under(
+    store: GraphStore, memento_id: str, *, namespace: str, session_id: str | None
+) -> dict[str, MementoRecord]:
+    """A memento and the mementos under it that the store holds in scope, by id: one read per level of the chain."""
+    found: dict[str, MementoRecord] = {}
+    asked: set[str] = set()
+    level = [memento_id]
+    while level:
+        asked.update(level)
+        read = store.get_mementos(level, namespace=namespace, session_id=session_id)
+        found.update((memento.id, memento) for memento in read)
+        below = (target for memento in read for target in memento.summarizes)
+        level = list(dict.fromkeys(target for target in below if target.startswith('mem_') and target not in asked))
+    return found
 
 
 _WORD = re.compile(r'[\w.\-/]+', re.UNICODE)

@@ -1030,6 +1030,40 @@ class Neo4jStore:
             raise MementoNotFoundError(f'no memento {memento_id!r} in namespace {namespace!r}')
         return found[0]
 
+    def get_blocks(
+        self, block_ids: Sequence[str], *, namespace: str = DEFAULT_NAMESPACE, session_id: str | None = None
+    ) -> list[BlockRecord]:
+        ids = list(dict.fromkeys(block_ids))
+        if not ids:
+            return []
+        rows = self._rows(
+            'UNWIND $ids AS block_id MATCH (b:EvictedBlock {id: block_id}) USING INDEX b:EvictedBlock(id) '
+            f'WHERE {_scope("b", namespace, session_id)} RETURN {_BLOCK_FIELDS}',
+            'get_blocks',
+            ids=ids,
+            namespace=namespace,
+            session_id=session_id,
+        )
+        found = {row['record']['id']: _block(row['record']) for row in rows}
+        return [found[block_id] for block_id in ids if block_id in found]
+
+    def get_mementos(
+        self, memento_ids: Sequence[str], *, namespace: str = DEFAULT_NAMESPACE, session_id: str | None = None
+    ) -> list[MementoRecord]:
+        ids = list(dict.fromkeys(memento_ids))
+        if not ids:
+            return []
+        rows = self._rows(
+            'UNWIND $ids AS memento_id MATCH (m:Memento {id: memento_id}) USING INDEX m:Memento(id) '
+            f'WHERE {_scope("m", namespace, session_id)} RETURN {_MEMENTO_FIELDS}',
+            'get_mementos',
+            ids=ids,
+            namespace=namespace,
+            session_id=session_id,
+        )
+        found = {row['record']['id']: _memento(row['record']) for row in rows}
+        return [found[memento_id] for memento_id in ids if memento_id in found]
+
     def memento_of(
         self, target_id: str, *, namespace: str = DEFAULT_NAMESPACE, session_id: str | None = None
     ) -> MementoRecord | None:

@@ -163,6 +163,21 @@ class GraphStore(Protocol):
         """A memento by id. Raises `MementoNotFoundError`."""
         ...
 
+    def get_blocks(
+        self, block_ids: Sequence[str], *, namespace: str = DEFAULT_NAMESPACE, session_id: str | None = None
+    ) -> list[BlockRecord]:
+        """Stored block records by id, unchecked, in one read (every block under a memento of mementos: one round
+        trip on a server, not one a block). Ids not found in scope are left out; the result follows the order of
+        `block_ids` (duplicates once)."""
+        ...
+
+    def get_mementos(
+        self, memento_ids: Sequence[str], *, namespace: str = DEFAULT_NAMESPACE, session_id: str | None = None
+    ) -> list[MementoRecord]:
+        """Mementos by id, in one read (the children of a merge, a level of a chain). Ids not found in scope are
+        left out; the result follows the order of `memento_ids` (duplicates once)."""
+        ...
+
     def memento_of(
         self, target_id: str, *, namespace: str = DEFAULT_NAMESPACE, session_id: str | None = None
     ) -> MementoRecord | None:

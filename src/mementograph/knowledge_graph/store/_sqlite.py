@@ -231,6 +231,8 @@ _BLOCK_COLUMNS: Final = (
 _MEMENTO_COLUMNS: Final = (
     'id, session_id, namespace, text, tokens, score, verified, iterations, compressor, level, summarizes_json'
 )
+_IDS_PER_STATEMENT: Final = 500
+"""Ids one `get_blocks` / `get_mementos` statement looks up (a bound parameter each, well under SQLite's limit)."""
 _FORMAT_1: Final = 'mementograph-sqlite-1'
 _FORMAT_2: Final = 'mementograph-sqlite-2'
 _FORMAT_3: Final = 'mementograph-sqlite-3'
@@ -1459,6 +1461,37 @@ class SqliteStore:
         if not found:
             raise MementoNotFoundError(f'no memento {memento_id!r} in namespace {namespace!r}')
         return found[0]
+
+    def get_blocks(
+        self, block_ids: Sequence[str], *, namespace: str = DEFAULT_NAMESPACE, session_id: str | None = None
+    ) -> list[BlockRecord]:
+        ids = list(dict.fromkeys(block_ids))
+        where, params = _scope_sql(namespace, session_id, '+')  # unary +: found by id, never by scope
+        found: dict[str, BlockRecord] = {}
+        with self._read() as conn:
+            for start in range(0, len(ids), _IDS_PER_STATEMENT):
+                chunk = ids[start : start + _IDS_PER_STATEMENT]
+                rows = conn.execute(
+                    f'SELECT {_BLOCK_COLUMNS} FROM blocks WHERE id IN ({", ".join("?" * len(chunk))}) AND {where}',
+                    [*chunk, *params],
+                ).fetchall()
+                found.update((row['id'], _block(row)) for row in rows)
+        return [found[block_id] for block_id in ids if block_id in found]
+
+    def get_mementos(
+        self, memento_ids: Sequence[str], *, namespace: str = DEFAULT_NAMESPACE, session_id: str | None = None
+    ) -> list[MementoRecord]:
+        ids = list(dict.fromkeys(memento_ids))
+        where, params = _scope_sql(namespace, session_id, '+')  # unary +: found by id, never by scope
+        found = {
+            memento.id: memento
+            for start in range(0, len(ids), _IDS_PER_STATEMENT)
+            for memento in self._mementos(
+                f'id IN ({", ".join("?" * len(ids[start : start + _IDS_PER_STATEMENT]))}) AND {where}',
+                [*ids[start : start + _IDS_PER_STATEMENT], *params],
+            )
+        }
+        return [found[memento_id] for memento_id in ids if memento_id in found]
 
     def memento_of(
         self, target_id: str, *, namespace: str = DEFAULT_NAMESPACE, session_id: str | None = None
