@@ -11,6 +11,9 @@ Afterwards, per session, against the real store: the log holds exactly the messa
 order (`Recorder` is the ground truth, outside the capability): none lost, none twice; every block and stubbed part
 recovers byte for byte; the blocks in the store are exactly the ones the run's `MementoEvictedEvent`s announced
 and the log's archives at runs' ends name, each once; `verify_store` passes; and no memory tool ever answered with another session's data.
+On Neo4j, a session one of whose runs warned that it could not complete its session log (a store call outlasted
+`store_timeout`; the messages are in the run's result) is first continued as the warning says, with `log_history`;
+every other session is checked as its runs left it.
 
 CI (`MEMENTOGRAPH_FULL_CONCURRENCY=1`, set by `.ci/run`) runs the issue's full 50 sessions x 200 requests at once
 on SQLite (4 processes on one file); Neo4j runs 50 sessions at once at 12 requests each. `scripts/bench/concurrency.py`
@@ -29,6 +32,7 @@ import subprocess
 import sys
 import threading
 import time
+import warnings
 from collections import Counter
 from collections.abc import AsyncIterable, Sequence
 from dataclasses import asdict, dataclass, field, fields
@@ -49,7 +53,7 @@ from pydantic_ai.messages import (
 from pydantic_ai.models.function import AgentInfo
 from pydantic_ai.usage import UsageLimits
 
-from mementograph import MementoCompaction, MementoEvictedEvent, MementoSkippedEvent, open_store
+from mementograph import MementoCompaction, MementoEvictedEvent, MementoSkippedEvent, MementoWarning, open_store
 from mementograph._messages import deserialize_messages, serialize_messages
 from mementograph.capabilities._layout import stub_info
 from mementograph.knowledge_graph.store import GraphStore, StoreError
@@ -344,6 +348,45 @@ def run_threads(store: GraphStore, namespace: str, workload: Workload, threads: 
     return [run for group in results for run in group]
 
 
+_LOG_INCOMPLETE: Final = re.compile(r"could not complete the session log of session '([^']+)'")
+CATCH_UP_BOUND: Final = 300.0
+"""Seconds a session's log may take to be completed once its sessions ended (a loaded machine's store answers)."""
+
+
+def run_threads_warned(
+    store: GraphStore, namespace: str, workload: Workload, threads: int
+) -> tuple[list[SessionRun], set[str]]:
+    """`run_threads`, and the sessions a run of which warned that it could not complete the session log.
+
+    A run whose store call outlasts `store_timeout` says so, with the messages missing: they are in the run's
+    result, and a run that continues the session logs them. On a loaded machine (load 30-58 on 2 cores) the whole
+    process, and one beside it that only slept, went unscheduled for 13-32 s at a time, so a run's first read of
+    the log timed out, though the server had its result within 70 ms. Warnings are process-wide, so the sessions'
+    threads are all heard."""
+    with warnings.catch_warnings(record=True) as caught:
+        warnings.simplefilter('always', MementoWarning)
+        runs = run_threads(store, namespace, workload, threads)
+    return runs, {match.group(1) for w in caught if (match := _LOG_INCOMPLETE.search(str(w.message)))}
+
+
+def complete_logs(store: GraphStore, namespace: str, workload: Workload, runs: Sequence[SessionRun]) -> int:
+    """What the warning tells a user to do, for each of `runs` (the sessions that warned): continue the session
+    from its last run's result -- `log_history(result.all_messages())`, retried while the store does not answer.
+    Returns how many messages were appended. The checks then hold these sessions to the same whole log as the rest:
+    a message the capability lost, rather than left unlogged in the result, is still missing."""
+    appended, deadline = 0, time.monotonic() + CATCH_UP_BOUND
+    for run in runs:
+        capability = _capability(store, namespace, workload, run.sid)
+        while True:
+            try:
+                appended += asyncio.run(capability.log_history(run.live))
+                break
+            except StoreError as exc:  # the store still too slow (or a lock wait stopped): try again
+                assert time.monotonic() < deadline, f'{run.sid}: the log was not completed: {exc}'
+                time.sleep(1)
+    return appended
+
+
 def run_processes(uri: str, namespace: str, workload: Workload, processes: int, workdir: Path) -> list[SessionRun]:
     """The sessions spread over processes that all open the same store (one `Agent` per session)."""
     sids = _sids(workload)
@@ -553,8 +596,11 @@ def test_sqlite_sessions_in_four_processes_on_one_file(tmp_path: Path, unique_na
 @pytest.mark.neo4j
 def test_neo4j_sessions_in_threads(neo4j_store: GraphStore, unique_namespace: str) -> None:
     started = time.perf_counter()
-    runs = run_threads(neo4j_store, unique_namespace, NEO4J_THREADS, threads=10)
+    runs, warned = run_threads_warned(neo4j_store, unique_namespace, NEO4J_THREADS, threads=10)
+    # a session that did not warn must have logged everything on its own; one that did is continued as it says
+    appended = complete_logs(neo4j_store, unique_namespace, NEO4J_THREADS, [r for r in runs if r.sid in warned])
     figures = check(neo4j_store, unique_namespace, runs, time.perf_counter() - started)
+    print(f'{len(warned)} sessions warned that their log was incomplete; continuing them logged {appended} messages')
     _delete_namespace(neo4j_store, unique_namespace)
     _assert_clean(figures, NEO4J_THREADS, refusals_allowed=True)
 
