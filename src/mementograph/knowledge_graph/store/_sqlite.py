@@ -1469,8 +1469,7 @@ class SqliteStore:
         where, params = _scope_sql(namespace, session_id, '+')  # unary +: found by id, never by scope
         found: dict[str, BlockRecord] = {}
         with self._read() as conn:
-            for start in range(0, len(ids), _IDS_PER_STATEMENT):
-                chunk = ids[start : start + _IDS_PER_STATEMENT]
+            for chunk in _id_chunks(ids):
                 rows = conn.execute(
                     f'SELECT {_BLOCK_COLUMNS} FROM blocks WHERE id IN ({", ".join("?" * len(chunk))}) AND {where}',
                     [*chunk, *params],
@@ -1485,11 +1484,8 @@ class SqliteStore:
         where, params = _scope_sql(namespace, session_id, '+')  # unary +: found by id, never by scope
         found = {
             memento.id: memento
-            for start in range(0, len(ids), _IDS_PER_STATEMENT)
-            for memento in self._mementos(
-                f'id IN ({", ".join("?" * len(ids[start : start + _IDS_PER_STATEMENT]))}) AND {where}',
-                [*ids[start : start + _IDS_PER_STATEMENT], *params],
-            )
+            for chunk in _id_chunks(ids)
+            for memento in self._mementos(f'id IN ({", ".join("?" * len(chunk))}) AND {where}', [*chunk, *params])
         }
         return [found[memento_id] for memento_id in ids if memento_id in found]
 
@@ -2465,3 +2461,9 @@ class SqliteStore:
             for row in page_rows
         )  # fmt: skip
         return GraphLinks(blocks=blocks, mementos=mementos, pages=pages)
+
+
+def _id_chunks(ids: Sequence[str]) -> Iterator[Sequence[str]]:
+    """`ids` in runs of `_IDS_PER_STATEMENT`, one `IN (...)` statement each."""
+    for start in range(0, len(ids), _IDS_PER_STATEMENT):
+        yield ids[start : start + _IDS_PER_STATEMENT]
