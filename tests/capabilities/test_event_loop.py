@@ -13,33 +13,22 @@ from mementograph import MementoCompaction, open_store
 from mementograph.knowledge_graph import Eviction
 from mementograph.knowledge_graph.store import GraphStore
 from tests.capabilities.probe import ProbeModel, own_pointer, probe_agent, tool_returns
+from tests.counting import DelegatingStore
 
 
-class LoopCheckingStore:
+class LoopCheckingStore(DelegatingStore):
     """A real store whose calls record the thread they ran on; `write_eviction` also needs the event loop to
     answer while it runs, as a store waiting on the network would need other tasks to go on."""
 
     def __init__(self, inner: GraphStore) -> None:
-        self.inner = inner
+        super().__init__(inner)
         self.loop = asyncio.get_running_loop()
         self.loop_thread = threading.get_ident()  # made inside the test's coroutine: its thread runs the loop
         self.calls: list[tuple[str, bool]] = []  # (method, ran on the event loop's thread)
         self.loop_answered: list[bool] = []
 
-    @property
-    def uri(self) -> str:
-        return self.inner.uri
-
-    def __getattr__(self, name: str) -> Any:
-        attr = getattr(self.inner, name)
-        if name.startswith('_') or not callable(attr):
-            return attr
-
-        def call(*args: Any, **kwargs: Any) -> Any:
-            self.calls.append((name, threading.get_ident() == self.loop_thread))
-            return attr(*args, **kwargs)
-
-        return call
+    def on_call(self, name: str) -> None:
+        self.calls.append((name, threading.get_ident() == self.loop_thread))
 
     def write_eviction(self, eviction: Eviction) -> None:
         on_loop = threading.get_ident() == self.loop_thread
@@ -61,7 +50,7 @@ async def test_store_calls_of_compaction_and_tools_run_off_the_event_loop(tmp_pa
         'OFFLOOP',
         probes=[('recover_block', own_pointer), ('recall', query), ('retrieve_page', {'page_id': '1'})],
     )
-    capability = MementoCompaction(store, max_tokens=2_500, session_id='offloop', retention='run')  # type: ignore[arg-type]
+    capability = MementoCompaction(store, max_tokens=2_500, session_id='offloop', retention='run')
     ticks = 0
 
     async def heartbeat() -> None:
