@@ -1590,9 +1590,12 @@ class SessionCompactor:
         """Each archived block with its memento, if its live messages (as archived: redacted, micro-compacted parts
         read back) still hash to the block's bytes; `None` where not (or its memento is gone)."""
         found: list[tuple[BlockRecord, MementoRecord] | None] = []
+        scope = {'namespace': self.namespace, 'session_id': self.session_id}
+        blocks = {block.id: block for block in self.store.get_blocks(block_ids, **scope)}  # one read for them all
         for block_id, span in zip(block_ids, spans, strict=True):
-            block = self.store.get_block(block_id, namespace=self.namespace, session_id=self.session_id)
-            memento = self.store.memento_of(block_id, namespace=self.namespace, session_id=self.session_id)
+            # one not found is read alone, for the store's own error
+            block = blocks[block_id] if block_id in blocks else self.store.get_block(block_id, **scope)
+            memento = self.store.memento_of(block_id, **scope)
             same = messages_sha256(serialize_messages(self._originals(span))) == block.sha256
             found.append((block, memento) if same and memento is not None and memento.level == 1 else None)
         return found
