@@ -91,6 +91,38 @@ def test_an_embedding_model_with_a_method_that_embeds_nothing_is_a_bad_argument(
     assert json.loads(capsys.readouterr().out) == {'query': 'x', 'method': method, 'hits': []}
 
 
+@pytest.mark.parametrize('benchmark', ['locomo', 'longmemeval'])
+def test_an_embedding_model_with_eval_methods_that_embed_nothing_is_a_bad_argument(
+    benchmark: str, tmp_path: Path, capsys: pytest.CaptureFixture[str], monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """`eval locomo PATH --methods graph,bm25 --embedding X` was taken: the model was loaded (a local one run once)
+    and never used, the report naming no model. Refused as `recall --method graph --embedding X` is, before the
+    model is loaded or the run announced; from the environment it is a default, and `--methods graph` still runs
+    without loading it (here to the empty file's own error)."""
+    monkeypatch.delenv('MEMENTOGRAPH_EMBEDDING_MODEL', raising=False)
+    path = tmp_path / 'empty.json'
+    path.write_text('[]')
+    missing = f'onnx:{tmp_path / "no-such-model"}'  # never loaded: its absence is not what is reported
+    argv = ['eval', benchmark, str(path), '--methods', 'graph,bm25', '--embedding', missing, '--workers', '1']
+    assert main(argv) == 2
+    err = capsys.readouterr().err
+    assert err == (
+        'mementograph: error: --embedding applies only to the methods that use it (dense, hybrid): '
+        '--methods graph,bm25 embeds nothing\n'
+    )
+    assert main([*argv, '--json']) == 2
+    error = json.loads(capsys.readouterr().out)['error']
+    assert error['kind'] == 'bad_argument' and error['message'].startswith('--embedding applies only to')
+
+    monkeypatch.setenv('MEMENTOGRAPH_EMBEDDING_MODEL', missing)
+    assert main(['eval', benchmark, str(path), '--methods', 'graph', '--workers', '1', '--json']) == 1
+    error = json.loads(capsys.readouterr().out)['error']
+    assert 'no question to score' in error['message']
+    # with a method that embeds, the model from the environment is used: loaded, and so its absence reported
+    assert main(['eval', benchmark, str(path), '--methods', 'graph,hybrid', '--workers', '1', '--json']) == 2
+    assert 'no such embedding model' in json.loads(capsys.readouterr().out)['error']['message']
+
+
 def test_a_misspelt_entity_model_is_refused_by_reindex(
     tmp_path: Path, capsys: pytest.CaptureFixture[str], monkeypatch: pytest.MonkeyPatch
 ) -> None:

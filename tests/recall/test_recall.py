@@ -217,12 +217,29 @@ def test_time_ranges_named_in_other_languages(query: str, inside: datetime, outs
         ('the recital this June', datetime(2024, 6, 20), (2024, 6)),
         ('last May 2021', datetime(2024, 3, 10), (2021, 5)),
         ('in May', datetime(2024, 3, 10), (2023, 5)),  # unchanged: the latest May up to now
+        ('this past March', datetime(2024, 5, 10), (2024, 3)),  # as `last`
+        ('this past May', datetime(2024, 5, 10), (2023, 5)),
+        ('over the past March', datetime(2024, 5, 10), (2024, 3)),
+        ('March of 2021', datetime(2024, 5, 10), (2021, 3)),  # a year named, anywhere
+        ("March '21", datetime(2024, 5, 10), (2021, 3)),
+        ('in May of 2021', datetime(2024, 5, 10), (2021, 5)),
+        ('the trip in May of \u201921', datetime(2024, 5, 10), (2021, 5)),
+        ('May 2021 was busy', datetime(2024, 5, 10), (2021, 5)),
+        ('in may 2021', datetime(2024, 5, 10), (2021, 5)),
+        ('in March last year', datetime(2024, 5, 10), (2023, 3)),  # not the latest March: March 2024
+        ('the March of last year', datetime(2024, 5, 10), (2023, 3)),
+        ('what did we do in May this year', datetime(2024, 3, 10), (2024, 5)),
         ('what may I have missed', datetime(2024, 3, 10), None),  # the verb
         ('this may be the cause', datetime(2024, 3, 10), None),
         ('This may take a while', datetime(2024, 3, 10), None),
         ('the last may have failed', datetime(2024, 3, 10), None),
         ('this may in fact be it', datetime(2024, 3, 10), None),
         ('this may or may not help', datetime(2024, 3, 10), None),
+        ('what may 2021 bring', datetime(2024, 3, 10), None),  # the verbs before a bare year
+        ('they march 2000 miles', datetime(2024, 3, 10), None),
+        ('we may this year decide', datetime(2024, 3, 10), None),
+        ('we march on', datetime(2024, 3, 10), None),
+        ('the past may have been hard', datetime(2024, 3, 10), None),
     ],
 )
 def test_last_and_this_month_name_the_month(query: str, now: datetime, month: tuple[int, int] | None) -> None:
@@ -292,6 +309,11 @@ def test_last_and_this_month_name_the_month(query: str, now: datetime, month: tu
         ('winter 2021', datetime(2024, 11, 1), (2020, 12)),  # its January and February: as `this winter` in 2021
         ('the winter of 2021/22', datetime(2024, 11, 1), (2021, 12)),
         ('winter 2021-2022', datetime(2024, 11, 1), (2021, 12)),
+        ('the summer of last year', datetime(2024, 11, 1), (2023, 6)),
+        ('in the summer last year', datetime(2024, 11, 1), (2023, 6)),
+        ('the fall of this year', datetime(2024, 11, 1), (2024, 9)),
+        ('the fall last year', datetime(2024, 11, 1), (2023, 9)),
+        ('the winter of last year', datetime(2024, 11, 1), (2022, 12)),  # its January and February: 2023's
         # not time: a person, a kind of thing, something else's season, the verb
         ('did Caroline confide in Summer', datetime(2024, 11, 1), None),
         ('what did Caroline do with Summer', datetime(2024, 11, 1), None),
@@ -302,6 +324,7 @@ def test_last_and_this_month_name_the_month(query: str, now: datetime, month: tu
         ('interested in fall colors', datetime(2024, 11, 1), None),
         ('did sales fall 2021 units', datetime(2024, 11, 1), None),
         ('early summer vegetables', datetime(2024, 11, 1), None),
+        ('did sales fall this year', datetime(2024, 11, 1), None),
     ],
 )
 def test_last_and_this_season_name_the_season(query: str, now: datetime, season: tuple[int, int] | None) -> None:
@@ -342,6 +365,64 @@ def test_early_and_late_name_two_months_of_the_season(query: str, now: datetime,
 
 
 @pytest.mark.parametrize(
+    ('query', 'now', 'days'),
+    [
+        ('in early March', datetime(2024, 5, 20), ((2024, 3, 1), (2024, 3, 11))),  # the first ten days
+        ('in mid-March', datetime(2024, 5, 20), ((2024, 3, 11), (2024, 3, 21))),  # the 11th to the 20th
+        ('in mid March', datetime(2024, 5, 20), ((2024, 3, 11), (2024, 3, 21))),
+        ('mid-March', datetime(2024, 5, 20), ((2024, 3, 11), (2024, 3, 21))),  # no preposition needed
+        ('what did we plant mid may', datetime(2024, 5, 20), ((2024, 5, 11), (2024, 5, 21))),
+        ('early-June', datetime(2024, 5, 20), ((2023, 6, 1), (2023, 6, 11))),  # the latest June up to now
+        ('in late May 2021', datetime(2024, 5, 20), ((2021, 5, 21), (2021, 6, 1))),  # the 21st to its end
+        ('in late February', datetime(2024, 5, 20), ((2024, 2, 21), (2024, 3, 1))),
+        ('during early March of 2021', datetime(2024, 5, 20), ((2021, 3, 1), (2021, 3, 11))),
+        ("late March '21", datetime(2024, 5, 20), ((2021, 3, 21), (2021, 4, 1))),
+        ('early last March', datetime(2024, 5, 20), ((2024, 3, 1), (2024, 3, 11))),
+        ('early last May', datetime(2024, 5, 20), ((2023, 5, 1), (2023, 5, 11))),
+        ('late this May', datetime(2024, 3, 20), ((2024, 5, 21), (2024, 6, 1))),
+        ('this late may', datetime(2024, 3, 20), ((2024, 5, 21), (2024, 6, 1))),
+        ('mid-last December', datetime(2024, 3, 20), ((2023, 12, 11), (2023, 12, 21))),
+        ('late this past March', datetime(2024, 3, 20), ((2023, 3, 21), (2023, 4, 1))),
+    ],
+)
+def test_early_mid_and_late_name_ten_days_of_the_month(
+    query: str, now: datetime, days: tuple[tuple[int, int, int], tuple[int, int, int]]
+) -> None:
+    """`in early March` named all March; a part of a month is its first ten days, the 11th to the 20th, or the 21st
+    to its end, with a day's slack on each side as every range."""
+    first, after = (datetime(*day, tzinfo=UTC) for day in days)
+    assert time_range_in(query, now.replace(tzinfo=UTC)) == TimeRange(
+        first - timedelta(days=1), after + timedelta(days=1)
+    )
+
+
+@pytest.mark.parametrize(
+    ('query', 'now', 'start'),
+    [
+        ('since March', datetime(2024, 5, 20), datetime(2024, 3, 1)),  # March named only March
+        ('what changed since May 2021', datetime(2024, 5, 20), datetime(2021, 5, 1)),
+        ('since mid-March', datetime(2024, 5, 20), datetime(2024, 3, 11)),
+        ('since early last May', datetime(2024, 5, 20), datetime(2023, 5, 1)),
+        ('since this past March', datetime(2024, 5, 20), datetime(2024, 3, 1)),
+        ('since summer', datetime(2024, 10, 10), datetime(2024, 6, 1)),  # the latest that has begun
+        ('what did I read since the summer?', datetime(2024, 5, 20), datetime(2023, 6, 1)),
+        ('since last winter', datetime(2024, 5, 20), datetime(2023, 12, 1)),
+        ('since late summer 2021', datetime(2024, 5, 20), datetime(2021, 7, 1)),
+        ('since the summer of last year', datetime(2024, 10, 10), datetime(2023, 6, 1)),
+    ],
+)
+def test_since_a_month_or_a_season_names_its_start_on(query: str, now: datetime, start: datetime) -> None:
+    assert time_range_in(query, now.replace(tzinfo=UTC)) == TimeRange(start.replace(tzinfo=UTC) - timedelta(days=1))
+
+
+@pytest.mark.parametrize(
+    'query', ['since summer camp', 'since the summer of my life', 'ever since Summer left', 'early may be better']
+)
+def test_since_or_a_part_names_no_month_or_season_in_other_words(query: str) -> None:
+    assert time_range_in(query, datetime(2024, 5, 20, tzinfo=UTC)) is None
+
+
+@pytest.mark.parametrize(
     ('query', 'now', 'expected'),
     [
         ('spring last winter', datetime.min, None),  # December of year 0
@@ -357,17 +438,27 @@ def test_early_and_late_name_two_months_of_the_season(query: str, now: datetime,
         ("the summer of '21", datetime.max, (datetime(9921, 5, 31), datetime(9921, 9, 2))),
         ("the summer of '21", datetime.min, None),  # year -79
         ('winter 2021/22', datetime.min, (datetime(2021, 11, 30), datetime(2022, 3, 2))),  # a year is no relative
+        ('in late December', datetime.max, (datetime(9999, 12, 20), None)),
+        ('mid-December', datetime.max, (datetime(9999, 12, 10), datetime(9999, 12, 22))),
+        ('in early January', datetime.min, (None, datetime(1, 1, 12))),  # open before the calendar's start
+        ('since January', datetime.min, None),  # from before the calendar on: no range
+        ('since the summer', datetime.min, None),  # that of year 0
+        ('the summer of last year', datetime.max, (datetime(9998, 5, 31), datetime(9998, 9, 2))),
+        ('the winter of this year', datetime.min, None),  # from December of year 0
+        ("March '21", datetime.min, None),
+        ('since the winter', datetime.max, (datetime(9999, 11, 30), None)),
+        ('the summer of this year', datetime.max, (datetime(9999, 5, 31), datetime(9999, 9, 2))),
     ],
 )
 def test_a_season_at_either_end_of_the_calendar(
-    query: str, now: datetime, expected: tuple[datetime, datetime | None] | None
+    query: str, now: datetime, expected: tuple[datetime | None, datetime | None] | None
 ) -> None:
     found = time_range_in(query, now.replace(tzinfo=UTC))
     if expected is None:
         assert found is None
         return
-    since, until = expected
-    assert found == TimeRange(since.replace(tzinfo=UTC), None if until is None else until.replace(tzinfo=UTC))
+    since, until = (None if end is None else end.replace(tzinfo=UTC) for end in expected)
+    assert found == TimeRange(since, until)
 
 
 @pytest.mark.parametrize(
@@ -402,6 +493,13 @@ def test_relative_spans_in_a_query(query: str, now: datetime, expected: tuple[da
         ("Caroline in the summer of '23", datetime(2025, 3, 1, tzinfo=UTC), '2023-06'),
         ('Caroline in late spring', datetime(2023, 12, 1, tzinfo=UTC), '2023-05'),
         ('Caroline in early summer 2023', datetime(2025, 3, 1, tzinfo=UTC), '2023-06'),
+        ('Caroline in early May', datetime(2023, 12, 1, tzinfo=UTC), '2023-05'),
+        ('Caroline mid-June', datetime(2023, 12, 1, tzinfo=UTC), '2023-06'),
+        ('Caroline in late June 2023', datetime(2025, 3, 1, tzinfo=UTC), '2023-06'),
+        ('Caroline this past May', datetime(2023, 12, 1, tzinfo=UTC), '2023-05'),
+        ("Caroline in May of '23", datetime(2025, 3, 1, tzinfo=UTC), '2023-05'),
+        ('Caroline since the summer', datetime(2023, 12, 1, tzinfo=UTC), '2023-06'),
+        ('Caroline in the summer of last year', datetime(2024, 3, 1, tzinfo=UTC), '2023-06'),
     ],
 )
 def test_recall_prefers_the_month_last_or_this_names(
@@ -421,6 +519,8 @@ def test_recall_reads_no_month_in_may_the_verb_or_in_a_may_long_past(filled: tup
     for query, asked in (
         ('this may be Caroline', datetime(2023, 7, 1, tzinfo=UTC)),  # May 2023 holds a sitting
         ('Caroline last May', datetime(2023, 5, 20, tzinfo=UTC)),  # May 2022: nothing then
+        ('Caroline in late May', datetime(2023, 7, 1, tzinfo=UTC)),  # the sitting was on the 8th
+        ('Caroline in early June', datetime(2023, 7, 1, tzinfo=UTC)),  # and the other on the 20th
     ):
         hits = recall(store, query, 5, method='graph', namespace=namespace, session_id='conv-1', now=asked,
                       config=config)  # fmt: skip

@@ -87,10 +87,20 @@ def _path(args: argparse.Namespace) -> Path:
 
 
 def _embedding(args: argparse.Namespace) -> EmbeddingModel | None:
-    """The embedding model asked for, loaded before any ingest; dense methods without one are a user error."""
+    """The embedding model asked for, loaded before any ingest. Dense methods without one are a user error, and
+    so is one named on the command line with `--methods` that use none: it would be loaded and never used (one from
+    the environment is a default for the runs that use it, and is then not loaded)."""
     needing = [m for m in args.methods or () if m in DENSE_METHODS]
     if needing and not args.embedding:
         raise CliError(f'methods {", ".join(needing)} need --embedding MODEL', code=2)
+    if args.methods is not None and not needing:
+        if args.embedding_given and args.embedding:
+            raise CliError(
+                f'--embedding applies only to the methods that use it ({", ".join(DENSE_METHODS)}): '
+                f'--methods {",".join(args.methods)} embeds nothing',
+                code=2,
+            )
+        return None
     return load_embedding(args.embedding)
 
 
@@ -105,6 +115,7 @@ def _locomo(args: argparse.Namespace) -> int:
         check_store_uri(args.store)  # before the ingest, and a bad argument as for every other command
     except ValueError as exc:
         raise CliError(f'{exc} (from --store)', code=2) from None
+    embedding = _embedding(args)  # a bad argument is refused before the run is announced
     _progress(args, f'ingesting {path.name} through the memento engine ({args.workers} workers), then ranking ...')
     with progress_bar(f'LoCoMo: {path.name}', None, enabled=wants_progress(args.json)) as advance:
         report = evaluate_locomo(
@@ -114,7 +125,7 @@ def _locomo(args: argparse.Namespace) -> int:
             store_uri=args.store,
             limit=args.limit,
             workers=args.workers,
-            embedding=_embedding(args),
+            embedding=embedding,
             engine=_engine(args),
             progress=lambda doing: advance(0, f'LoCoMo: {path.name}: {doing}'),
         )
@@ -139,6 +150,7 @@ def _embedded(report: LocomoReport | LongMemEvalReport) -> str:
 def _longmemeval(args: argparse.Namespace) -> int:
     path = _path(args)
     scope = 'per question and pooled' if args.pooled else 'per question'
+    embedding = _embedding(args)
     _progress(args, f'ingesting {path.name} ({args.workers} workers), then ranking {scope} ...')
     with progress_bar(f'LongMemEval: {path.name}', None, enabled=wants_progress(args.json)) as advance:
         report = evaluate_longmemeval(
@@ -149,7 +161,7 @@ def _longmemeval(args: argparse.Namespace) -> int:
             time_filter=not args.no_time_filter,
             limit=args.limit,
             workers=args.workers,
-            embedding=_embedding(args),
+            embedding=embedding,
             engine=_engine(args),
             progress=lambda doing: advance(0, f'LongMemEval: {path.name}: {doing}'),
         )
@@ -189,7 +201,7 @@ def _common(parser: argparse.ArgumentParser, ks: Sequence[int]) -> None:
         default=None,
         help=f'methods to compare (default: {",".join(EVAL_METHODS)}, and {",".join(DENSE_METHODS)} with --embedding)',
     )
-    add_embedding_option(parser, 'adds the methods dense and hybrid')
+    add_embedding_option(parser, 'adds the methods dense and hybrid (refused with --methods that use none)')
     parser.add_argument('--limit', type=_positive, help='only the first N conversations / questions (a quick look)')
     add_memento_model_options(parser, 'answer retention and recall')
     parser.add_argument(

@@ -197,21 +197,22 @@ def _next_month(moment: datetime) -> datetime | None:
 
 def time_range_in(query: str, now: datetime) -> TimeRange | None:
     """The time range a query names relative to `now`, if any: `in March` (the latest March up to now), `last May`
-    (the latest May before this month), `this May` (May of this year), a season (`last summer`, `this winter`, `in
-    the summer`, `summer 2021`, `in late spring`: a northern-hemisphere meteorological one, `_season_range`), `last
-    month`, `last week`, `yesterday`, `today`, `N days/weeks/months ago`, `in the past N days/weeks/months`, `in
-    2022`; and their like in the other languages `_languages` knows (`im März`, `вчера`,
-    `il y a 3 mois`, `先月`).
+    (the latest May before this month; `this past May` likewise), `this May` (May of this year), `March 2021`,
+    `March of '21`, `in May last year`, a part of a month (`in early March`, `late this May`, `mid-March`:
+    `_MONTH_DAYS`), a season (`last summer`, `this winter`, `in the summer`, `summer 2021`, `the summer of last
+    year`, `in late spring`: a northern-hemisphere meteorological one, `_season_range`), `last month`, `last week`,
+    `yesterday`, `today`, `N days/weeks/months ago`, `in the past N days/weeks/months`, `in 2022`; and their like in
+    the other languages `_languages` knows (`im März`, `вчера`, `il y a 3 mois`, `先月`).
+
+    `since` before a month or a season (`since March`, `since the summer`, `since early last May`) names its start
+    on: a range with no end.
 
     Ranges are generous (a day's slack on each side): a range is a hint for ranking, and people round.
     """
     text = query.lower()
     now = _aware(now)
     day = timedelta(days=1)
-    match = re.search(r'\b(?:in|during|of|since)\s+(' + '|'.join(_MONTHS) + r')\b(?:\s+(\d{4}))?', text)
-    if match:
-        return _month_range(_MONTHS.index(match.group(1)) + 1, match.group(2), now)
-    found = _last_or_this_month(query, now) or _season_range(query, now)
+    found = _month_named(query, now) or _season_range(query, now)
     if found is not None:
         return found
     match = re.search(r'\b(?:in|during)\s+((?:19|20)\d{2})\b', text)
@@ -236,18 +237,90 @@ def time_range_in(query: str, now: datetime) -> TimeRange | None:
     return _range_in_other_languages(text, now)
 
 
-def _month_range(month: int, year: str | None, now: datetime) -> TimeRange | None:
-    """The month (of `year`, else the latest one up to `now`), a day's slack on each side; `None` when the calendar
-    has no such month (`in March 0000`, or before a `now` in January of year 1)."""
-    start = _month_start(int(year) if year else (now.year if month <= now.month else now.year - 1), month)
+def _since_before(query: str, position: int) -> bool:
+    """Whether `since` comes right before `position` (`since last summer`, `since the summer of 2021`)."""
+    return re.search(r'\bsince\s+(?:the\s+)?$', query[:position], re.IGNORECASE) is not None
+
+
+def _from_on(found: TimeRange | None, since: bool) -> TimeRange | None:
+    """`found`, or with `since` from its start on (no end); `None` when that excludes nothing (before the calendar)."""
+    if found is None or not since:
+        return found
+    return None if found.since is None else TimeRange(found.since, None)
+
+
+def _named_year(text: str, now: datetime) -> int:
+    """A year as a query names it: `2021`; `'21` (the latest year ending so, up to `now`); `last year`; `this year`."""
+    word = text.split()[0].lower()
+    if word in ('last', 'this'):
+        return now.year - (word == 'last')
+    number = int(text.lstrip("'\u2019"))
+    return number if len(text) == 4 else now.year - (now.year - number) % 100
+
+
+_MONTH_NAMES: Final = '|'.join(_MONTHS)
+_MONTH_PART: Final = r'(?:(early|late|mid)[\s-]+)?'
+_YEAR: Final = r'(\s+of)?\s+(\d{4}|[\'\u2019]\d{2}|(?:last|this)\s+year)\b'
+"""A year after a month: `2021`, `of 2021`, `'21`, `of last year`, `this year`."""
+_MONTH_DAYS: Final = {'early': (1, 11), 'mid': (11, 21), 'late': (21, None)}
+"""The days a part of a month spans, `[first, next)` (`None`: to its end): `early` the first ten, `mid` the 11th
+to the 20th, `late` the 21st on; with a day's slack on each side, as every range."""
+_IN_THE_MONTH: Final = re.compile(
+    rf'\b(in|during|of|since)\s+{_MONTH_PART}({_MONTH_NAMES})\b(?:{_YEAR})?', re.IGNORECASE
+)
+"""`in March`, `during late May 2021`, `in mid-March`, `since early June`, `in March of '21`, `in May last year`."""
+_MONTH_OF_YEAR: Final = re.compile(rf'\b{_MONTH_PART}({_MONTH_NAMES}){_YEAR}', re.IGNORECASE)
+"""`March 2021`, `March of '21`, `early May last year`, whatever comes before."""
+_PART_OF_A_MONTH: Final = re.compile(rf'\b(?:(mid)[\s-]+|(early|late)-)({_MONTH_NAMES})\b', re.IGNORECASE)
+"""`mid-March`, `mid May`, `early-June`: a part of the latest such month up to now, with no preposition."""
+
+
+def _month_named(query: str, now: datetime) -> TimeRange | None:
+    """The month a query names (`time_range_in`), a day's slack on each side, or `None`.
+
+    "may" and "march" are also verbs: lower-case before a year without `of`, they count as the month only after a
+    preposition or a determiner (`in may 2021`, not "what may 2021 bring"); after "last" or "this", as
+    `_last_or_this_month` says.
+    """
+    match = _IN_THE_MONTH.search(query)
+    if match:
+        preposition, part, name, _, year = match.groups()
+        found = _month_range(_MONTHS.index(name.lower()) + 1, _named_year(year, now) if year else None, now, part)
+        return _from_on(found, preposition.lower() == 'since')
+    found = _last_or_this_month(query, now)
+    if found is not None:
+        return found
+    for match in _MONTH_OF_YEAR.finditer(query):
+        part, name, of, year = match.groups()
+        if name in ('may', 'march') and of is None and part is None and not _temporal_before(query, match.start()):
+            continue
+        found = _month_range(_MONTHS.index(name.lower()) + 1, _named_year(year, now), now, part)
+        return _from_on(found, _since_before(query, match.start()))
+    match = _PART_OF_A_MONTH.search(query)
+    if match:
+        found = _month_range(_MONTHS.index(match.group(3).lower()) + 1, None, now, match.group(1) or match.group(2))
+        return _from_on(found, _since_before(query, match.start()))
+    return None
+
+
+def _month_range(month: int, year: int | None, now: datetime, part: str | None = None) -> TimeRange | None:
+    """The month (of `year`, else the latest one up to `now`), or with `part` its early, middle or late days
+    (`_MONTH_DAYS`), a day's slack on each side; `None` when the calendar has no such month (`in March 0000`, or
+    before a `now` in January of year 1)."""
+    start = _month_start(year if year is not None else (now.year if month <= now.month else now.year - 1), month)
     if start is None:
         return None
     end = _next_month(start)
+    if part is not None:
+        first, after = _MONTH_DAYS[part.lower()]
+        end = end if after is None else start.replace(day=after)
+        start = start.replace(day=first)
     return TimeRange(plus_days(start, -1), None if end is None else plus_days(end, 1))
 
 
 _LAST_OR_THIS_MONTH: Final = re.compile(
-    r'\b(last|this)\s+(' + '|'.join(_MONTHS) + r')\b(?:\s+((?:19|20)\d{2})\b)?', re.IGNORECASE
+    rf'\b{_MONTH_PART}(last|this\s+past|the\s+past|this)\s+{_MONTH_PART}({_MONTH_NAMES})\b(?:\s+((?:19|20)\d{{2}})\b)?',
+    re.IGNORECASE,
 )
 _AFTER_THE_MONTH: Final = frozenset(
     (
@@ -260,21 +333,23 @@ may have", "this may in fact", "this may or may not"), which a verb, an adverb o
 
 
 def _last_or_this_month(query: str, now: datetime) -> TimeRange | None:
-    """`last May` (the latest May before this month: said in May, a year ago) or `this May` (May of this year).
+    """`last May` (the latest May before this month: said in May, a year ago; `this past May` likewise) or `this
+    May` (May of this year); `early`, `mid` or `late` before either word (`early last March`, `this late May`)
+    names that part of the month (`_MONTH_DAYS`).
 
     "may" is also a verb: lower-case, it counts as the month only at the end of a clause, before a year, or before
     a word that cannot follow the verb (`_AFTER_THE_MONTH`), so "this may be the cause" names no time.
     """
     for match in _LAST_OR_THIS_MONTH.finditer(query):
-        which, name, year = match.group(1).lower(), match.group(2), match.group(3)
-        if name.lower() == 'may' and name != 'May' and year is None:
+        before, which, after, name, year = match.groups()
+        if name.lower() == 'may' and name != 'May' and year is None and after is None:
             following = re.match(r"\s*([^\W\d_][\w']*)", query[match.end() :])
             if following is not None and following.group(1).lower() not in _AFTER_THE_MONTH:
                 continue
         month = _MONTHS.index(name.lower()) + 1
-        if year is None:
-            year = str(now.year if which == 'this' or month < now.month else now.year - 1)
-        return _month_range(month, year, now)
+        this = which.lower() == 'this'  # not `this past`
+        number = int(year) if year else now.year if this or month < now.month else now.year - 1
+        return _from_on(_month_range(month, number, now, before or after), _since_before(query, match.start()))
     return None
 
 
@@ -284,12 +359,12 @@ May, summer June to August, autumn September to November, winter December to Feb
 _SEASON_NAMES: Final = '|'.join(_SEASONS)
 _SEASON_PART: Final = r'(?:(early|late)[\s-]+)?'
 _SEASON_OF_YEAR: Final = re.compile(
-    rf'\b{_SEASON_PART}({_SEASON_NAMES})(\s+of)?\s+((?:19|20)\d{{2}}|[\'\u2019]\d{{2}})\b'
+    rf'\b{_SEASON_PART}({_SEASON_NAMES})(\s+of)?\s+((?:19|20)\d{{2}}|[\'\u2019]\d{{2}}|(?:last|this)\s+year)\b'
     r'(?:\s*[/-]\s*(\d{2}|\d{4})\b)?',  # the next year, after a winter
     re.IGNORECASE,
 )
-"""`summer 2021`, `the summer of '21`, `early spring 2020`, `winter 2021/22`; whatever comes before (`last summer
-2021` is the summer of 2021)."""
+"""`summer 2021`, `the summer of '21`, `early spring 2020`, `winter 2021/22`, `the summer of last year`; whatever
+comes before (`last summer 2021` is the summer of 2021)."""
 _LAST_OR_THIS_SEASON: Final = re.compile(
     rf'(?<!\bthe\s)\b(?:(early|late)\s+)?(last|this\s+past|the\s+past|this)\s+{_SEASON_PART}({_SEASON_NAMES})\b'
     r"(?!'?s?\s+\d{4})",
@@ -298,9 +373,9 @@ _LAST_OR_THIS_SEASON: Final = re.compile(
 """`last summer`, `this winter`, `this past fall`, `early last spring`, `last late summer`; not `the last summer`
 (the final one), nor one a year follows (`_SEASON_OF_YEAR` reads that)."""
 _IN_THE_SEASON: Final = re.compile(
-    rf'\b(?:in|during|over|through|throughout)\s+(the\s+)?{_SEASON_PART}({_SEASON_NAMES})\b', re.IGNORECASE
+    rf'\b(in|during|over|through|throughout|since)\s+(the\s+)?{_SEASON_PART}({_SEASON_NAMES})\b', re.IGNORECASE
 )
-"""`in summer`, `during the winter`, `in early spring`, `over the summer`."""
+"""`in summer`, `during the winter`, `in early spring`, `over the summer`, `since the summer`."""
 _AFTER_THE_SEASON: Final = _AFTER_THE_MONTH | frozenset(
     (
         'or', 'so', 'then', 'at', 'in', 'by', 'for', 'near', 'around', 'i', 'we', 'you', 'he', 'she', 'they', 'my',
@@ -316,14 +391,16 @@ def _season_range(query: str, now: datetime) -> TimeRange | None:
     """The season a query names (`_SEASONS`), a day's slack on each side, or `None`:
 
     - with a year, anywhere (`summer 2021`, `the summer of '21`, a two-digit year being the latest such up to
-      `now`): that year's; winter the one its January and February fall in (`winter 2021` began in December 2020,
+      `now`; `the summer of last year`, `summer this year`): that year's; winter the one its January and February fall in (`winter 2021` began in December 2020,
       as `this winter`, said in November 2021, is that one), unless the next year follows (`winter 2021/22`);
     - `last summer` (`this past summer`): the latest before the season `now` is in; `this summer`: this year's
       (`_last_or_this_season`);
     - `in (the) summer`, `during the winter`: the latest that has begun by `now`, the one in progress included (as
       `in March` is), when a word that cannot follow the season as time does not follow it (`_AFTER_THE_SEASON`:
       not `in summer camp`), and not a capitalised one without `the` (`confide in Summer` is a person);
-    - `early` or `late` before any of these (`in late summer`, `early last spring`): its first or last two months.
+    - `early` or `late` before any of these (`in late summer`, `early last spring`): its first or last two months;
+    - `since` before any of these (`since summer`, `since the summer`, `since last winter`): its start on, with no
+      end.
 
     "fall" is also a verb: before a bare year it is the season only after a preposition or a determiner (`in fall
     2021`, not "did sales fall 2021"); after "this", as `_last_or_this_season` says.
@@ -332,18 +409,16 @@ def _season_range(query: str, now: datetime) -> TimeRange | None:
         part, name, of, year, following = match.groups()
         if name.lower() == 'fall' and of is None and part is None and not _temporal_before(query, match.start()):
             continue
-        number = int(year.lstrip("'\u2019"))
-        if number < 100:  # `'21`: the latest year ending so, up to now
-            number = now.year - (now.year - number) % 100
+        number = _named_year(year, now)
         first = _SEASONS[name.lower()] - 1
         if first == 11 and not (following and int(following) % 100 == (number + 1) % 100):
             number -= 1  # winter 2021: December 2020 to February 2021
-        return _season_months(number * 12 + first, part)
+        return _from_on(_season_months(number * 12 + first, part), _since_before(query, match.start()))
     found = _last_or_this_season(query, now)
     if found is not None:
         return found
     for match in _IN_THE_SEASON.finditer(query):
-        the, part, name = match.groups()
+        preposition, the, part, name = match.groups()
         if the is None and part is None and not name.islower():
             continue  # `in Summer`: a person, as likely as the season
         following = re.match(r"\s*([^\W\d_][\w']*)", query[match.end() :])
@@ -351,7 +426,7 @@ def _season_range(query: str, now: datetime) -> TimeRange | None:
             continue
         first = _SEASONS[name.lower()] - 1
         season = _season_now(now)
-        return _season_months(season - (season - first) % 12, part)
+        return _from_on(_season_months(season - (season - first) % 12, part), preposition.lower() == 'since')
     return None
 
 
@@ -402,7 +477,7 @@ def _last_or_this_season(query: str, now: datetime) -> TimeRange | None:
         else:
             season = _season_now(now)
             start = season - 1 - (season - 1 - first) % 12
-        return _season_months(start, before or after)
+        return _from_on(_season_months(start, before or after), _since_before(query, match.start()))
     return None
 
 
@@ -428,7 +503,8 @@ def _range_in_other_languages(text: str, now: datetime) -> TimeRange | None:
     for month_pattern, names in _MONTH_PATTERNS:
         match = month_pattern.search(text)
         if match:
-            return _month_range(names.index(match.group(1)) + 1, match.group(2), now)
+            year = match.group(2)
+            return _month_range(names.index(match.group(1)) + 1, int(year) if year else None, now)
     if _YESTERDAY.search(text):
         return TimeRange(plus_days(now, -2), now)
     if _TODAY.search(text):
