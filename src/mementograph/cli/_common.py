@@ -35,6 +35,7 @@ __all__ = (
     'checked_plot_format',
     'emit',
     'load_embedding',
+    'refuse_unused_embedding',
     'store_from',
 )
 
@@ -83,6 +84,20 @@ class _Given(argparse.Action):
     ) -> None:
         setattr(namespace, self.dest, values)
         setattr(namespace, f'{self.dest}_given', True)
+
+
+def refuse_unused_embedding(args: argparse.Namespace, methods: str) -> None:
+    """An `--embedding` the command line gave for methods that use none (`methods`, as the user wrote them) is a
+    bad argument: the model would be loaded, or not even that, and never used. One from the environment is a
+    default for the methods that use it, and passes."""
+    if args.embedding_given and args.embedding:
+        from ..knowledge_graph.recall import DENSE_METHODS  # every command imports this module: start-up stays light
+
+        raise CliError(
+            f'--embedding applies only to the methods that use it ({", ".join(DENSE_METHODS)}): {methods} embeds '
+            'nothing',
+            code=2,
+        )
 
 
 def add_embedding_option(parser: argparse.ArgumentParser, effect: str) -> None:

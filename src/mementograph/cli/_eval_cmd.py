@@ -32,6 +32,7 @@ from ._common import (
     checked_model_names,
     emit,
     load_embedding,
+    refuse_unused_embedding,
 )
 from ._progress import progress_bar, wants_progress
 
@@ -94,12 +95,7 @@ def _embedding(args: argparse.Namespace) -> EmbeddingModel | None:
     if needing and not args.embedding:
         raise CliError(f'methods {", ".join(needing)} need --embedding MODEL', code=2)
     if args.methods is not None and not needing:
-        if args.embedding_given and args.embedding:
-            raise CliError(
-                f'--embedding applies only to the methods that use it ({", ".join(DENSE_METHODS)}): '
-                f'--methods {",".join(args.methods)} embeds nothing',
-                code=2,
-            )
+        refuse_unused_embedding(args, f'--methods {",".join(args.methods)}')
         return None
     return load_embedding(args.embedding)
 

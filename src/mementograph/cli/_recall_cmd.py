@@ -34,6 +34,7 @@ from ._common import (
     emit,
     load_embedding,
     non_empty,
+    refuse_unused_embedding,
     require_session,
     store_from,
 )
@@ -63,13 +64,8 @@ def _recall(args: argparse.Namespace) -> int:
             f'--method {method} embeds nothing',
             code=2,
         )
-    if args.embedding_given and args.embedding and method not in DENSE_METHODS:
-        # the model would not even be loaded; one from the environment is left to the methods that use it
-        raise CliError(
-            f'--embedding applies only to the methods that use it ({", ".join(DENSE_METHODS)}): '
-            f'--method {method} embeds nothing',
-            code=2,
-        )
+    if method not in DENSE_METHODS:
+        refuse_unused_embedding(args, f'--method {method}')
     model = load_embedding(args.embedding) if method in DENSE_METHODS else None
     with store_from(args) as store:
         require_session(store, args.namespace, args.session)
