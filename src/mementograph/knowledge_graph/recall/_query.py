@@ -391,8 +391,9 @@ def _season_range(query: str, now: datetime) -> TimeRange | None:
     """The season a query names (`_SEASONS`), a day's slack on each side, or `None`:
 
     - with a year, anywhere (`summer 2021`, `the summer of '21`, a two-digit year being the latest such up to
-      `now`; `the summer of last year`, `summer this year`): that year's; winter the one its January and February fall in (`winter 2021` began in December 2020,
-      as `this winter`, said in November 2021, is that one), unless the next year follows (`winter 2021/22`);
+      `now`; `the summer of last year`, `summer this year`): that year's; winter the one its January and February
+      fall in (`winter 2021` began in December 2020, as `this winter`, said in November 2021, is that one), unless
+      the next year follows (`winter 2021/22`);
     - `last summer` (`this past summer`): the latest before the season `now` is in; `this summer`: this year's
       (`_last_or_this_season`);
     - `in (the) summer`, `during the winter`: the latest that has begun by `now`, the one in progress included (as
