@@ -1033,36 +1033,50 @@ class Neo4jStore:
     def get_blocks(
         self, block_ids: Sequence[str], *, namespace: str = DEFAULT_NAMESPACE, session_id: str | None = None
     ) -> list[BlockRecord]:
-        ids = list(dict.fromkeys(block_ids))
-        if not ids:
-            return []
-        rows = self._rows(
-            'UNWIND $ids AS block_id MATCH (b:EvictedBlock {id: block_id}) USING INDEX b:EvictedBlock(id) '
-            f'WHERE {_scope("b", namespace, session_id)} RETURN {_BLOCK_FIELDS}',
-            'get_blocks',
-            ids=ids,
-            namespace=namespace,
-            session_id=session_id,
+        return self._by_ids(
+            block_ids, 'b:EvictedBlock', _BLOCK_FIELDS, _block, 'get_blocks', namespace=namespace, session_id=session_id
         )
-        found = {row['record']['id']: _block(row['record']) for row in rows}
-        return [found[block_id] for block_id in ids if block_id in found]
 
     def get_mementos(
         self, memento_ids: Sequence[str], *, namespace: str = DEFAULT_NAMESPACE, session_id: str | None = None
     ) -> list[MementoRecord]:
-        ids = list(dict.fromkeys(memento_ids))
-        if not ids:
-            return []
-        rows = self._rows(
-            'UNWIND $ids AS memento_id MATCH (m:Memento {id: memento_id}) USING INDEX m:Memento(id) '
-            f'WHERE {_scope("m", namespace, session_id)} RETURN {_MEMENTO_FIELDS}',
+        return self._by_ids(
+            memento_ids,
+            'm:Memento',
+            _MEMENTO_FIELDS,
+            _memento,
             'get_mementos',
-            ids=ids,
             namespace=namespace,
             session_id=session_id,
         )
-        found = {row['record']['id']: _memento(row['record']) for row in rows}
-        return [found[memento_id] for memento_id in ids if memento_id in found]
+
+    def _by_ids(
+        self,
+        ids: Sequence[str],
+        node: str,
+        fields: str,
+        record: Callable[[Any], T],
+        operation: str,
+        *,
+        namespace: str,
+        session_id: str | None,
+    ) -> list[T]:
+        """`get_blocks` / `get_mementos`: the `node`s (`variable:Label`) of `ids` in scope, in one statement through
+        the label's unique id index, in the order of `ids` (duplicates once, ids not found left out)."""
+        unique = list(dict.fromkeys(ids))
+        if not unique:
+            return []
+        variable = node.split(':', 1)[0]
+        rows = self._rows(
+            f'UNWIND $ids AS item_id MATCH ({node} {{id: item_id}}) USING INDEX {node}(id) '
+            f'WHERE {_scope(variable, namespace, session_id)} RETURN {fields}',
+            operation,
+            ids=unique,
+            namespace=namespace,
+            session_id=session_id,
+        )
+        found = {row['record']['id']: record(row['record']) for row in rows}
+        return [found[item_id] for item_id in unique if item_id in found]
 
     def memento_of(
         self, target_id: str, *, namespace: str = DEFAULT_NAMESPACE, session_id: str | None = None
