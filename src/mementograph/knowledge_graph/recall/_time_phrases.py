@@ -41,6 +41,9 @@ def time_range_in(query: str, now: datetime) -> TimeRange | None:
     `since` before a month or a season (`since March`, `since the summer`, `since early last May`) names its start
     on: a range with no end.
 
+    A month's name that is something else there names no month: a person (`confide in May`, `since August left`:
+    `_month_named`), the march one joins (`will you join this march?`: `_last_or_this_month`).
+
     Ranges are generous (a day's slack on each side): a range is a hint for ranking, and people round.
     """
     text = query.lower()
@@ -115,10 +118,17 @@ def _month_named(query: str, now: datetime) -> TimeRange | None:
     "may" and "march" are also verbs: lower-case before a year without `of`, they count as the month only after a
     preposition or a determiner (`in may 2021`, not "what may 2021 bring"); after "last" or "this", as
     `_last_or_this_month` says.
+
+    April, May, June and August are also given names: capitalised (as names are) with no part of a month and no
+    year in digits, the name is a person (`_a_person`) after a word that takes one (`confide in May`, `with June
+    last year`, `told August`, `asked May`; not `to` after a month: `from March to May last year`) or before a verb
+    a person does (`ever since August left`, `since May said`). Elsewhere it is the month, `in May` and `since May`
+    as ever: a question about time names a month far more often than a person, and a range is only a hint.
     """
-    match = _IN_THE_MONTH.search(query)
-    if match:
+    for match in _IN_THE_MONTH.finditer(query):
         preposition, part, name, _, year = match.groups()
+        if part is None and _a_person(query, match.start(3), match.end(3), year):
+            continue
         found = _month_range(_MONTHS.index(name.lower()) + 1, _named_year(year, now) if year else None, now, part)
         return _from_on(found, preposition.lower() == 'since')
     found = _last_or_this_month(query, now)
@@ -128,13 +138,50 @@ def _month_named(query: str, now: datetime) -> TimeRange | None:
         part, name, of, year = match.groups()
         if name in ('may', 'march') and of is None and part is None and not _temporal_before(query, match.start()):
             continue
+        if part is None and _a_person(query, match.start(2), match.end(2), year):
+            continue
         found = _month_range(_MONTHS.index(name.lower()) + 1, _named_year(year, now), now, part)
         return _from_on(found, _since_before(query, match.start()))
-    match = _PART_OF_A_MONTH.search(query)
-    if match:
-        found = _month_range(_MONTHS.index(match.group(3).lower()) + 1, None, now, match.group(1) or match.group(2))
-        return _from_on(found, _since_before(query, match.start()))
+    bare = _PART_OF_A_MONTH.search(query)
+    if bare:
+        found = _month_range(_MONTHS.index(bare.group(3).lower()) + 1, None, now, bare.group(1) or bare.group(2))
+        return _from_on(found, _since_before(query, bare.start()))
     return None
+
+
+_GIVEN_NAMES: Final = frozenset(('april', 'may', 'june', 'august'))
+"""Months that are also common given names."""
+_BEFORE_A_PERSON: Final = re.compile(
+    r'\b(?:(?:confide[sd]?|confiding|believe[sd]?|believing|trust(?:s|ed|ing)?)\s+in|with|to|told|tell|tells|'
+    r'telling|ask|asks|asked|asking|met|meet|meets|call|calls|called|text|texts|texted|visit|visits|visited|'
+    r'thank|thanks|thanked|invite|invites|invited|help|helps|helped|married)\s+$',
+    re.IGNORECASE,
+)
+"""Words a person follows (`confide in May`, `with June`, `told August`), not a month."""
+_PERSON_VERBS: Final = frozenset(
+    (
+        'said', 'says', 'told', 'tells', 'asked', 'asks', 'left', 'leaves', 'wants', 'wanted', 'thinks', 'thought',
+        'mentioned', 'mentions', 'suggested', 'suggests', 'recommended', 'recommends', 'wrote', 'writes', 'texted',
+        'texts', 'called', 'calls', 'gave', 'gives', 'sent', 'sends', 'likes', 'liked', 'loves', 'loved', 'knows',
+        'knew', 'came', 'comes', 'went', 'goes', 'got', 'gets', 'moved', 'moves', 'married', 'met',
+    )
+)  # fmt: skip
+"""Verbs a person does (`August said`, `since May left`) and a month does not; not `started` or `ended`
+(`since June started` is the month)."""
+
+
+def _a_person(query: str, start: int, end: int, year: str | None) -> bool:
+    """Whether the month name at `query[start:end]` is a person's name instead (`_month_named`): a capitalised given
+    name (`_GIVEN_NAMES`), with no year in digits after it, after a word a person follows (`_BEFORE_A_PERSON`, but
+    not `to` right after a month) or before a verb a person does (`_PERSON_VERBS`)."""
+    name = query[start:end]
+    if name.lower() not in _GIVEN_NAMES or not name.istitle() or (year is not None and not year[0].isalpha()):
+        return False  # `May 2021`, `in May of '21`: the month
+    before = query[:start]
+    if _BEFORE_A_PERSON.search(before) and not re.search(rf'\b(?:{_MONTH_NAMES})\s+to\s+$', before, re.IGNORECASE):
+        return True
+    following = re.match(r"\s*([^\W\d_][\w']*)", query[end:])
+    return following is not None and following.group(1).lower() in _PERSON_VERBS
 
 
 def _month_range(month: int, year: int | None, now: datetime, part: str | None = None) -> TimeRange | None:
@@ -166,6 +213,12 @@ _AFTER_THE_MONTH: Final = frozenset(
 may have", "this may in fact", "this may or may not"), which a verb, an adverb or a phrase like those follows."""
 
 
+_DETERMINER: Final = re.compile(r"\b(?:the|a|an|that|our|my|your|his|her|their|its|[^\W\d_]+'s)\s+$", re.IGNORECASE)
+"""A determiner right before: `the last march` is the final one, not the month."""
+_ASKS_WHEN: Final = re.compile(r'\bwhen\b|\bwhat\s+(?:day|date|time|month|year)\b|\bhow\s+long\b', re.IGNORECASE)
+"""Words that make a query a question about time: there a word in doubt (`this march`) is the month."""
+
+
 def _last_or_this_month(query: str, now: datetime) -> TimeRange | None:
     """`last May` (the latest May before this month: said in May, a year ago; `this past May` likewise) or `this
     May` (May of this year); `early`, `mid` or `late` before either word (`early last March`, `this late May`)
@@ -173,12 +226,23 @@ def _last_or_this_month(query: str, now: datetime) -> TimeRange | None:
 
     "may" is also a verb: lower-case, it counts as the month only at the end of a clause, before a year, or before
     a word that cannot follow the verb (`_AFTER_THE_MONTH`), so "this may be the cause" names no time.
+
+    "march" is also a noun and a verb, and lower-case with no year or part of the month it is in doubt: `last
+    march` is the month unless a determiner makes it the final march (`the last march`, `our last march`, as `the
+    last summer`); `this march` is as often the protest ("will you join this march?"), so it is the month only in
+    a question about time (`_ASKS_WHEN`: "when did we move this march") and where "may" would be. Capitalised
+    (`this March`), it is the month.
     """
     for match in _LAST_OR_THIS_MONTH.finditer(query):
         before, which, after, name, year = match.groups()
-        if name.lower() == 'may' and name != 'May' and year is None and after is None:
-            following = re.match(r"\s*([^\W\d_][\w']*)", query[match.end() :])
-            if following is not None and following.group(1).lower() not in _AFTER_THE_MONTH:
+        following = re.match(r"\s*([^\W\d_][\w']*)", query[match.end() :])
+        unlike_the_verb = following is None or following.group(1).lower() in _AFTER_THE_MONTH
+        if name.lower() == 'may' and name != 'May' and year is None and after is None and not unlike_the_verb:
+            continue
+        if name == 'march' and year is None and before is None and after is None:
+            if which.lower() == 'last' and _DETERMINER.search(query[: match.start()]):
+                continue
+            if which.lower() == 'this' and not (unlike_the_verb and _ASKS_WHEN.search(query)):
                 continue
         month = _MONTHS.index(name.lower()) + 1
         this = which.lower() == 'this'  # not `this past`
