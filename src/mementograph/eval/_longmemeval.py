@@ -35,7 +35,7 @@ from pydantic_ai.embeddings import EmbeddingModel
 
 from ..knowledge_graph.dense import DenseIndex
 from ..knowledge_graph.recall import DENSE_METHODS, Method, parse_time, rank_blocks
-from ..knowledge_graph.recall._query import plus_days
+from ..knowledge_graph.recall._time_range import plus_days
 from ..knowledge_graph.store import GraphStore, open_store
 from ._common import Table, dense_index, malformed, methods_for, read_benchmark
 from ._ingest import (

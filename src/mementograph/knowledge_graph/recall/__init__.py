@@ -18,7 +18,7 @@ from ._pages import (
     pages_for_eviction,
     retrieve_page,
 )
-from ._query import QueryKey, QueryPlan, TimeRange, parse_time, plan_query, time_range_in
+from ._query import QueryKey, QueryPlan, plan_query
 from ._recall import (
     DENSE_METHODS,
     MAX_QUERY_CHARS,
@@ -34,6 +34,8 @@ from ._recall import (
     recall,
 )
 from ._render import EMPTY_QUERY, render_recall
+from ._time_phrases import time_range_in
+from ._time_range import TimeRange, parse_time
 from ._values import BlockInfo, EntityLookup, EntityPostings, Posting
 
 __all__ = (

@@ -39,7 +39,9 @@ from ..._daemon import DaemonExecutor
 from .._schema import DEFAULT_NAMESPACE
 from ..entities import entity_key
 from ..store import GraphStore, TextHit
-from ._query import QueryKey, QueryPlan, TimeRange, parse_time, plan_query, time_range_in
+from ._query import QueryKey, QueryPlan, plan_query
+from ._time_phrases import time_range_in
+from ._time_range import TimeRange, parse_time
 from ._values import BlockInfo, EntityLookup
 
 if TYPE_CHECKING:
