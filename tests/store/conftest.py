@@ -2,13 +2,16 @@
 
 from __future__ import annotations
 
+import importlib
+import os
 from collections.abc import Callable, Iterator
+from contextlib import contextmanager
 from dataclasses import dataclass
 from pathlib import Path
 
 import pytest
 
-from mementograph.knowledge_graph.store import GraphStore, SqliteStore, open_store
+from mementograph.knowledge_graph.store import GraphStore, SqliteStore, missing_members, open_store
 from tests.conftest import open_neo4j
 
 
@@ -55,10 +58,43 @@ def _neo4j_tamper(store: GraphStore) -> Callable[[str], None]:
     return tamper
 
 
-@pytest.fixture(params=['memory', 'sqlite', 'neo4j'])
-def backend(request: pytest.FixtureRequest, tmp_path: Path, unique_namespace: str) -> Iterator[Backend]:
+CONTRACT_STORE_ENV = 'MEMENTOGRAPH_CONTRACT_STORE'
+"""`module:function` of the `custom` backend: a store of your own, run through the contract suite beside the shipped
+ones (docs/custom-stores.md). The function takes a fresh directory (`pathlib.Path`) and returns an open store."""
+DEFAULT_CONTRACT_STORE = 'tests.store.custom:open_custom_store'
+"""Without the variable: the store docs/custom-stores.md writes, over SQLite, so the recipe stays true."""
+
+
+def _custom_store(directory: Path) -> GraphStore:
+    spec = os.environ.get(CONTRACT_STORE_ENV) or DEFAULT_CONTRACT_STORE
+    module, _, name = spec.partition(':')
+    if not name:
+        raise pytest.UsageError(f'{CONTRACT_STORE_ENV}={spec!r}: write it as module:function')
+    store = getattr(importlib.import_module(module), name)(directory)
+    missing = missing_members(store)
+    assert not missing, f'{spec} returned {type(store).__name__}, which lacks {", ".join(missing)}'
+    return store  # type: ignore[no-any-return]
+
+
+def _no_tamper(block_id: str) -> None:
+    pytest.skip('corrupting a block reaches into the database: a store of your own is tested without it')
+
+
+BACKENDS = ['memory', 'sqlite', 'neo4j']
+"""The shipped backends: what `backend` runs a test on."""
+CONTRACT_BACKENDS = [*BACKENDS, 'custom']
+"""What the contract suite runs on: the shipped backends and a store of one's own (`CONTRACT_STORE_ENV`)."""
+
+
+@contextmanager
+def opened_backend(request: pytest.FixtureRequest, tmp_path: Path, namespace: str) -> Iterator[Backend]:
+    """The backend `request.param` names, under `namespace`, closed afterwards."""
     kind = request.param
-    if kind == 'neo4j':
+    if kind == 'custom':
+        store = _custom_store(tmp_path)
+        inner = getattr(store, 'inner', None)  # the default custom store delegates to SQLite: corrupt that
+        tamper = _sqlite_tamper(inner) if isinstance(inner, SqliteStore) else _no_tamper
+    elif kind == 'neo4j':
         server = request.getfixturevalue('neo4j_server')
         store = open_neo4j(server)
         tamper = _neo4j_tamper(store)
@@ -66,6 +102,12 @@ def backend(request: pytest.FixtureRequest, tmp_path: Path, unique_namespace: st
         store = open_store('memory://' if kind == 'memory' else f'sqlite://{tmp_path / "memory.db"}')
         tamper = _sqlite_tamper(store)
     try:
-        yield Backend(store=store, namespace=unique_namespace, tamper=tamper)
+        yield Backend(store=store, namespace=namespace, tamper=tamper)
     finally:
         store.close()
+
+
+@pytest.fixture(params=BACKENDS)
+def backend(request: pytest.FixtureRequest, tmp_path: Path, unique_namespace: str) -> Iterator[Backend]:
+    with opened_backend(request, tmp_path, unique_namespace) as opened:
+        yield opened

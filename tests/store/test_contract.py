@@ -2,8 +2,10 @@
 
 from __future__ import annotations
 
+from collections.abc import Iterator
 from dataclasses import replace
 from datetime import UTC, datetime
+from pathlib import Path
 
 import pytest
 from hypothesis import HealthCheck, given, settings
@@ -47,7 +49,14 @@ from mementograph.knowledge_graph.store import (
 )
 from tests.builders import rich_history, session_history
 from tests.counting import CountingStore
-from tests.store.conftest import Backend
+from tests.store.conftest import CONTRACT_BACKENDS, Backend, opened_backend
+
+
+@pytest.fixture(params=CONTRACT_BACKENDS)
+def backend(request: pytest.FixtureRequest, tmp_path: Path, unique_namespace: str) -> Iterator[Backend]:
+    """Every shipped backend, and a store of one's own (`custom`: see docs/custom-stores.md)."""
+    with opened_backend(request, tmp_path, unique_namespace) as opened:
+        yield opened
 
 
 def make_eviction(

@@ -60,6 +60,7 @@ from ..knowledge_graph.memory import (
 )
 from ..knowledge_graph.recall import page_index_text
 from ..knowledge_graph.store import STORE_ENV, GraphStore, StoreTimeoutError, check_store_uri, open_store
+from ..knowledge_graph.store._conform import require_store
 from ._breaker import CompressorBreaker
 from ._compactor import CompactionPolicy, CompactionReport, SessionCompactor, Trigger
 from ._events import MementoBreakerEvent, MementoEvictedEvent, MementoSkippedEvent, MementoWarning
@@ -442,8 +443,8 @@ class MementoCompaction(AbstractCapability[AgentDepsT]):
                 check_store_uri(os.environ[STORE_ENV])
             except ValueError as exc:
                 raise type(exc)(f'{exc} (from ${STORE_ENV})') from None
-        elif self.store is not None and not isinstance(self.store, GraphStore):
-            raise TypeError(f'store must be a GraphStore, a store URI or None, not {type(self.store).__name__}')
+        elif self.store is not None:  # a store of one's own missing a member would fail the first eviction
+            require_store(self.store, expected='a GraphStore, a store URI or None')
         if self.encoding is not None:  # likewise: a typo would fail every request with TokenizerUnavailableError
             check_encoding(self.encoding)
         elif os.environ.get(ENCODING_ENV):
@@ -577,7 +578,7 @@ class MementoCompaction(AbstractCapability[AgentDepsT]):
         opened again at the run's start, from the URI the capability was given: the old connection refuses to
         write (the file is gone), and every later run would archive nothing. A store object the caller made is
         the caller's to reopen."""
-        if self.retention == 'none' or isinstance(self.store, GraphStore):
+        if self.retention == 'none' or not isinstance(self.store, str | None):
             return
         store = self._shared.get()
         replaced = getattr(store, 'file_replaced', None)

@@ -52,6 +52,7 @@ from ..knowledge_graph.store import (
     StoreTimeoutError,
     recover_chain,
 )
+from ..knowledge_graph.store._conform import require_store
 from ..knowledge_graph.store._cypher import DEFAULT_QUERY_TIMEOUT, check_scope
 
 if TYPE_CHECKING:  # pydantic-ai's embeddings load only when a model is given: a server without one starts faster
@@ -144,7 +145,7 @@ class MemoryTools:
         *,
         sync_wait: float = SYNC_WAIT_SECONDS,
     ) -> None:
-        self.store = store
+        self.store = require_store(store)  # a store lacking a member would fail a tool call, not the start
         self.scope = scope or MemoryScope()
         self.sync_wait = sync_wait
         """Seconds a recall waits for the vectors to catch up before it answers with those embedded so far."""

@@ -33,12 +33,13 @@ from concurrent.futures import Future
 from dataclasses import dataclass, field
 from datetime import datetime
 from difflib import SequenceMatcher
-from typing import TYPE_CHECKING, Final, Literal, Protocol
+from typing import TYPE_CHECKING, Final, Literal, Protocol, cast
 
 from ..._daemon import DaemonExecutor
 from .._schema import DEFAULT_NAMESPACE
 from ..entities import entity_key
 from ..store import GraphStore, TextHit
+from ..store._conform import require_members
 from ._query import QueryKey, QueryPlan, plan_query
 from ._time_phrases import time_range_in
 from ._time_range import TimeRange, parse_time
@@ -74,7 +75,7 @@ _NAMED_CLASSES: Final = frozenset({'file', 'sym', 'cmd', 'err', 'url', 'num', 'v
 
 
 class RecallStore(GraphStore, Protocol):
-    """A `GraphStore` with the two recall reads (every backend implements them; see `_values`)."""
+    """A `GraphStore` with the three recall reads (every backend implements them; see `_values`)."""
 
     def entity_postings(
         self,
@@ -789,14 +790,9 @@ def _background() -> DaemonExecutor:
         return _pool
 
 
-_RECALL_READS: Final = ('entity_postings', 'block_info', 'mention_keys')
-
-
 def _recall_store(store: GraphStore) -> RecallStore:
-    missing = [read for read in _RECALL_READS if not hasattr(store, read)]
-    if missing:
-        raise TypeError(f'{type(store).__name__} lacks the recall reads {", ".join(missing)} (see RecallStore)')
-    return store  # type: ignore[return-value]
+    require_members(store, RecallStore)
+    return cast(RecallStore, store)
 
 
 def recall(

@@ -1,6 +1,7 @@
 """Graph stores: the `GraphStore` protocol, the embedded SQLite default, `memory://` and Neo4j."""
 
 from ._base import check_block, recover_chain
+from ._conform import missing_members
 from ._errors import (
     BlockIntegrityError,
     BlockNotFoundError,
@@ -69,6 +70,7 @@ __all__ = (
     'check_block',
     'check_store_uri',
     'default_store_uri',
+    'missing_members',
     'open_store',
     'recover_chain',
     'resolve_store_uri',
