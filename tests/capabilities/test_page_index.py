@@ -2,7 +2,13 @@
 
 from __future__ import annotations
 
+import re
+from collections.abc import Iterator
 from pathlib import Path
+
+import pytest
+from pydantic_ai import UsageLimits
+from pydantic_ai.messages import ModelMessage
 
 from mementograph import open_store
 from mementograph._tokens import TokenCounter
@@ -10,6 +16,7 @@ from mementograph.capabilities import MementoCompaction
 from mementograph.knowledge_graph.recall import fit_index, page_index_text
 
 from ..scripted import ScriptedModel, scripted_agent
+from .conftest import FILE_BACKENDS, Backend, opened_backend
 
 
 def _run(tmp_path: Path, **settings: object) -> tuple[ScriptedModel, MementoCompaction[None]]:
@@ -64,6 +71,47 @@ def test_a_continued_session_starts_with_its_index(tmp_path: Path) -> None:
     model = ScriptedModel(steps=1)
     scripted_agent(model, [capability]).run_sync('And now the docs.')
     assert model.infos[0].instructions == index
+
+
+@pytest.fixture(params=FILE_BACKENDS)
+def backend(request: pytest.FixtureRequest, tmp_path: Path, unique_namespace: str) -> Iterator[Backend]:
+    with opened_backend(request, tmp_path, unique_namespace) as opened:
+        yield opened
+
+
+def test_a_run_continuing_the_session_sees_the_index_the_last_run_sent_until_a_page_closes(backend: Backend) -> None:
+    """The index is a prefix of every request: a continued conversation (`message_history`, a new capability and
+    run) gets the very text the last run sent while no page closed in between, though another session of the
+    namespace archived meanwhile; across both runs a text changes only with the number of closed pages."""
+    store, ns = backend.store, backend.namespace
+    unlimited = UsageLimits(request_limit=None)
+
+    def run(
+        session: str, prompt: str, history: list[ModelMessage] | None = None
+    ) -> tuple[ScriptedModel, list[ModelMessage]]:
+        capability: MementoCompaction[None] = MementoCompaction(
+            store, session_id=session, namespace=ns, max_tokens=4_000
+        )
+        model = ScriptedModel(steps=10)
+        result = scripted_agent(model, [capability]).run_sync(prompt, message_history=history, usage_limits=unlimited)
+        return model, result.all_messages()
+
+    first, history = run('s', 'Fix every module.')
+    closed = [page for page in store.list_pages(namespace=ns, session_id='s') if page.summary]
+    sent = first.infos[-1].instructions or ''
+    assert closed and sent.startswith(f'MEMORY INDEX: {len(closed)} archived page'), 'no page closed at the run end'
+    run('other', 'Fix every module.')  # another session of the namespace evicts and closes pages
+    assert [page for page in store.list_pages(namespace=ns, session_id='other') if page.summary]
+    second, _ = run('s', 'And now the docs.', history)
+    assert second.infos[0].instructions == sent
+    by_count: dict[int, set[str]] = {}
+    for info in [*first.infos, *second.infos]:
+        if info.instructions:
+            count = re.match(r'MEMORY INDEX: (\d+) ', info.instructions)
+            assert count is not None
+            by_count.setdefault(int(count.group(1)), set()).add(info.instructions)
+    assert max(by_count) > len(closed), 'the second run should close a page'
+    assert all(len(texts) == 1 for texts in by_count.values()), {n: len(t) for n, t in by_count.items()}
 
 
 def test_index_off(tmp_path: Path) -> None:

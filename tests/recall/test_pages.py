@@ -11,7 +11,17 @@ import pytest
 
 from mementograph._tokens import TokenCounter
 from mementograph.eval import Dialogue, DialogueIngestor, IngestedDialogue, Segment, Turn
-from mementograph.knowledge_graph import DEFAULT_NAMESPACE, BlockRecord, EntityRecord, Eviction, Mention, page_id_for
+from mementograph.knowledge_graph import (
+    DEFAULT_NAMESPACE,
+    BlockRecord,
+    EntityRecord,
+    Eviction,
+    MementoRecord,
+    Mention,
+    PageRecord,
+    memento_id_for,
+    page_id_for,
+)
 from mementograph.knowledge_graph.recall import (
     AmbiguousPageError,
     PagePolicy,
@@ -223,3 +233,67 @@ def test_a_pages_topics_leave_out_the_words_of_code_itself() -> None:
     mentions = [Mention(b.id, e, 40) for b in blocks for e in noise] + [Mention(blocks[0].id, e, 2) for e in topical]
     [page] = pages_for_eviction(store, session_id='s', blocks=blocks, mementos=(), mentions=mentions, policy=policy)
     assert set(page.topics) == {'django/db/models/deletion.py', 'Collector', 'TypeError'}
+
+
+@pytest.mark.parametrize('backend', ['memory', 'sqlite', 'neo4j'])
+def test_the_index_stays_when_another_run_pages_blocks_of_a_page_that_closed_meanwhile(
+    request: pytest.FixtureRequest, tmp_path: Path, unique_namespace: str, backend: str
+) -> None:
+    """Two runs of one session evict at once: both compute their pages from the open page, one closes it first.
+    The other's records -- the page closed over the same blocks with mementos of its own (an LLM compressor's), or
+    still open over a prefix of them -- pass the page check, and used to rewrite the closed page's line of the index
+    or take the page out of it again (to close later over other blocks): the index changed with no page closing."""
+    if backend == 'neo4j':
+        store = open_neo4j(request.getfixturevalue('neo4j_server'))
+    else:
+        store = open_store('memory://' if backend == 'memory' else f'sqlite://{tmp_path / "memory.db"}')
+    ns, policy = unique_namespace, PagePolicy(blocks_per_page=3)
+    blocks = [
+        BlockRecord.from_messages(session_history(1, prefix=f'b{i}'), session_id='s', namespace=ns, seq=4 * i, tokens=9)
+        for i in range(3)
+    ]
+
+    def memento(block: BlockRecord, result: str) -> MementoRecord:
+        return MementoRecord(
+            id=memento_id_for(ns, 's', [block.id]), session_id='s', namespace=ns,
+            text=f'RESULT: {result}', tokens=5, summarizes=(block.id,),
+        )  # fmt: skip
+
+    def pages(evicted: list[BlockRecord], mementos: list[MementoRecord]) -> tuple[PageRecord, ...]:
+        words = [(m.summarizes[0], m.text.split()[-1]) for m in mementos]  # the result's last word, a topic
+        mentions = [Mention(block_id, EntityRecord(f'term:{word}', word, 'term')) for block_id, word in words]
+        return pages_for_eviction(
+            store, session_id='s', namespace=ns, blocks=evicted, mementos=mementos, mentions=mentions, policy=policy
+        )
+
+    def write(evicted: list[BlockRecord], mementos: list[MementoRecord], records: tuple[PageRecord, ...]) -> str:
+        store.write_eviction(
+            Eviction(session_id='s', namespace=ns, blocks=tuple(evicted), mementos=tuple(mementos), pages=records)
+        )
+        return page_index_text(store, session_id='s', namespace=ns, policy=policy)
+
+    try:
+        opened = [memento(blocks[0], 'read the config')]
+        write(blocks[:1], opened, pages(blocks[:1], opened))
+        ours = [memento(blocks[1], 'fixed the parser'), memento(blocks[2], 'tests pass')]
+        theirs = [memento(blocks[1], 'parser mended'), memento(blocks[2], 'all green')]
+        closing, rewriting, reopening = (
+            pages(blocks[1:], ours),
+            pages(blocks[1:], theirs),
+            pages(blocks[1:2], theirs[:1]),
+        )
+        assert [bool(p.summary) for p in (*closing, *rewriting, *reopening)] == [True, True, False]
+        index = write(blocks[1:], ours, closing)
+        assert 'read the config | fixed the parser | tests pass' in index
+        assert write(blocks[1:], theirs, rewriting) == index
+        assert write(blocks[1:2], theirs[:1], reopening) == index
+        # the session goes on from the page as it closed
+        later = BlockRecord.from_messages(
+            session_history(1, prefix='b3'), session_id='s', namespace=ns, seq=12, tokens=9
+        )
+        [opened_next] = pages([later], [])
+        assert opened_next.number == 2 and opened_next.block_ids == (later.id,)
+    finally:
+        for session in store.list_sessions(namespace=ns):
+            store.delete_session(session.id, namespace=ns)
+        store.close()

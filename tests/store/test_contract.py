@@ -453,6 +453,30 @@ def test_an_eviction_whose_pages_are_out_of_date_writes_nothing(backend: Backend
     assert store.get_block(block2.id, namespace=ns).id == block2.id
 
 
+def test_a_closed_page_keeps_what_it_closed_with(backend: Backend) -> None:
+    """A record of a closed page that another run computed before the page closed -- the page still open with a
+    prefix of its blocks, or closed over the same blocks with a memento and topics of its own -- passes the page
+    check, but neither reopens the page nor rewrites it: the index lists it as it closed."""
+    store, ns = backend.store, backend.namespace
+    first, block1, _ = make_eviction(session_history(1), session_id='s', namespace=ns, seq=0)
+    second, block2, _ = make_eviction(session_history(2)[4:], session_id='s', namespace=ns, seq=4)
+
+    def page(summary: str, topics: tuple[str, ...], *blocks: BlockRecord) -> PageRecord:
+        return PageRecord(
+            id=page_id_for(ns, 's', 1), session_id='s', namespace=ns, number=1, summary=summary, topics=topics,
+            first_turn=min(b.first_message for b in blocks), last_turn=max(b.last_message for b in blocks),
+            block_ids=tuple(b.id for b in blocks),
+        )  # fmt: skip
+
+    store.write_eviction(replace(first, pages=(page('', (), block1),)))
+    closed = page('read the config | fixed the parser', ('config', 'parser'), block1, block2)
+    store.write_eviction(replace(second, pages=(closed,)))
+    assert store.list_pages(namespace=ns, session_id='s') == [closed]
+    store.write_eviction(replace(first, pages=(page('', (), block1),)))  # still open, as the other run saw it
+    store.write_eviction(replace(second, pages=(page('parser fixed', ('parser', 'tests'), block1, block2),)))
+    assert store.list_pages(namespace=ns, session_id='s') == [closed]
+
+
 def test_pages_and_mentions_round_trip(backend: Backend) -> None:
     store, ns = backend.store, backend.namespace
     eviction, block, memento = make_eviction(session_history(1), session_id='s', namespace=ns)

@@ -356,10 +356,11 @@ class MementoCompaction(AbstractCapability[AgentDepsT]):
     page_index: bool = True
     """Show the model the session's paged index (each closed page's number, turns, summary and topics; groups of
     old pages folded into one line) in the instructions, so it knows what `retrieve_page` and `recall` can bring
-    back. The text changes only when a compaction closes a page (from the request after it on), so the cached
-    prompt prefix is rebuilt at most once per closed page. It takes at most 5% of the high-water
-    mark (newest pages first, older ones left to `retrieve_page`), and the history compacts to the mark minus
-    the index, so the two together stay within it."""
+    back. The text changes only when a page closes: from the request after the compaction that closed it, or from
+    the next run's first request when a run's end archive did (a run continuing the session gets the text the last
+    run sent until then), so the cached prompt prefix is rebuilt at most once per closed page. It takes at most
+    5% of the high-water mark (newest pages first, older ones left to `retrieve_page`), and the history compacts to
+    the mark minus the index, so the two together stay within it."""
 
     store_timeout: float | None = 30.0
     """Longest wait, in seconds, for one store call of the capability (a compaction's reads and write, the log's

@@ -10,8 +10,10 @@ pages are closed, older pages fold into groups of `group_size` (the meta-index: 
 topics), keeping the newest `group_size` pages listed one by one; folding also happens only when a page closes.
 
 A page is *open* while its `summary` is empty; `pages_for_eviction` extends the open page with each eviction's
-blocks and closes it (summary and topics set) when full. Everything is deterministic (no timestamps, counters or
-random ids), so a replay writes the same pages.
+blocks and closes it (summary and topics set) when full. A closed page is never written again: the stores keep the
+turns, summary and topics it closed with, also against a record another run of the session computed from the page
+before it closed, so its line of the index stays as it was. Everything is deterministic (no timestamps, counters
+or random ids), so a replay writes the same pages.
 """
 
 from __future__ import annotations

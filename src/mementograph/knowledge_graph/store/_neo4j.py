@@ -288,7 +288,8 @@ CALL () {
   UNWIND $pages AS row
   MERGE (p:Page {id: row.id})
   ON CREATE SET p.namespace = $namespace, p.session_id = $session_id, p.number = row.number
-  SET p.first_turn = row.first_turn, p.last_turn = row.last_turn, p.summary = row.summary, p.topics = row.topics
+  FOREACH (still_open IN CASE coalesce(p.summary, '') WHEN '' THEN [true] ELSE [] END |
+    SET p.first_turn = row.first_turn, p.last_turn = row.last_turn, p.summary = row.summary, p.topics = row.topics)
   WITH p, row
   UNWIND row.members AS member
   MATCH (b:EvictedBlock {id: member.id}) USING INDEX b:EvictedBlock(id)
@@ -324,7 +325,8 @@ same round trip (`Neo4jStore._write_statement`). In clause order:
   blocks this statement created. That SET reads the property it writes, so Cypher write-locks the entity before
   reading (no lost update between sessions), in entity id order. An entity written before the property existed is
   counted whole once, here;
-- pages (upserted) and their CONTAINS edges; events with their seq, linked IN_SESSION.
+- pages (upserted; a closed page keeps the turns, summary and topics it closed with) and their CONTAINS edges;
+  events with their seq, linked IN_SESSION.
 Every part is a batched UNWIND … MERGE, so a retried eviction changes nothing. `append_events` runs the same
 statement with only events, and `_LOGGED_SHAS` after it."""
 

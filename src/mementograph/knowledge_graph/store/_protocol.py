@@ -111,7 +111,11 @@ class GraphStore(Protocol):
         ...
 
     def write_eviction(self, eviction: Eviction) -> None:
-        """Write blocks, mementos, edges, pages and events of one eviction in one transaction, or nothing."""
+        """Write blocks, mementos, edges, pages and events of one eviction in one transaction, or nothing.
+
+        A page record extends the page the store holds (`PageConflictError` when it does not continue it); a page
+        the store holds closed (a summary) keeps its turns, summary and topics, so the index changes only when a
+        page closes, also while another run of the session evicts from a view of the page before it closed."""
         ...
 
     def append_events(self, events: Sequence[SessionEvent]) -> None:

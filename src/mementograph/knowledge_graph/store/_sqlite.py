@@ -489,10 +489,16 @@ _QUEUE_MENTIONS: Final = (
 )
 _UPSERT_PAGE: Final = (
     'INSERT INTO pages (id, namespace, session_id, number, first_turn, last_turn, summary, topics_json, members_json) '
-    'VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?) ON CONFLICT (id) DO UPDATE SET first_turn = excluded.first_turn, '
-    'last_turn = excluded.last_turn, summary = excluded.summary, topics_json = excluded.topics_json, '
-    'members_json = json_patch(excluded.members_json, pages.members_json)'  # a member keeps its first position
+    'VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?) ON CONFLICT (id) DO UPDATE SET '
+    + ', '.join(
+        f"{column} = CASE pages.summary WHEN '' THEN excluded.{column} ELSE pages.{column} END"
+        for column in ('first_turn', 'last_turn', 'summary', 'topics_json')
+    )
+    + ', members_json = json_patch(excluded.members_json, pages.members_json)'  # a member keeps its first position
 )
+"""A page is written open (empty summary) and extended until it closes; once closed, it keeps the turns, summary
+and topics it closed with: a record computed by another run from the page as it was before (the same blocks, a
+prefix of them, a memento of its own) neither reopens it nor rewrites its line of the index."""
 _INSERT_TEXT: Final = (
     'INSERT INTO text_fts (item_id, namespace, session_id, scope, text, pairs) VALUES (?, ?, ?, ?, ?, ?)'
 )
