@@ -15,6 +15,8 @@ from mementograph._messages import serialize_messages
 from mementograph._replay import ReplayReport, replay_messages, replay_report, summarize_reports
 from mementograph._tokens import TokenCounter
 from mementograph._transcripts import load_transcript, parse_transcript
+from mementograph.capabilities import MementoCompaction
+from mementograph.capabilities._layout import stub_info
 from mementograph.cli import main
 from tests.conftest import shared_data
 
@@ -138,6 +140,37 @@ async def test_replay_does_not_touch_the_transcript(chat_file: Path) -> None:
     # every reply reports the usage of the request it answered (what a provider would report)
     replies = [m for m in second.final_history if m.kind == 'response']
     assert [r.usage.input_tokens for r in replies] == second.tokens
+
+
+async def test_replay_is_reproducible(chat_file: Path, tmp_path: Path) -> None:
+    """Two replays of one file give the same report and archive the same blocks under the same ids: pydantic-ai's
+    wall-clock stamps and fresh run ids would otherwise be hashed into the block ids the context shows."""
+    runs = []
+    for name in ('first', 'second'):
+        store = open_store(f'sqlite://{tmp_path / name}.db')
+        report = await replay_report(chat_file, store=store, budget=2_500)
+        blocks = store.list_blocks(namespace='replay', session_id=report.session_id, kind=None)
+        runs.append(({k: v for k, v in report.to_dict().items() if k != 'seconds'}, [(b.id, b.sha256) for b in blocks]))
+        store.close()
+    assert runs[0][0]['blocks_evicted'] >= 3
+    assert runs[0] == runs[1]
+
+
+async def test_replay_stamps_the_recorded_times(chat_file: Path) -> None:
+    """Every time in what the model received is one of the transcript's, never the time of the replay."""
+    messages = load_transcript(chat_file)
+    recorded = {m.timestamp for m in messages} | {
+        p.timestamp for m in messages for p in m.parts if hasattr(p, 'timestamp')
+    }
+    store = open_store('memory://')
+    capability = MementoCompaction(store, max_tokens=2_500, session_id='s', archive_at_run_end=False)
+    trace = await replay_messages(messages, capabilities=[capability], record_history=True)
+    sent = [m for request in trace.requests for m in request]
+    times = {m.timestamp for m in sent} | {p.timestamp for m in sent for p in m.parts if hasattr(p, 'timestamp')}
+    assert any(stub_info(m) for m in sent)  # stubs too: they carry their content's time
+    assert times <= recorded
+    assert {m.run_id for m in trace.history} == {'replay-1'}
+    store.close()
 
 
 def report(
