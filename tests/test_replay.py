@@ -338,3 +338,17 @@ def test_cli_replays_files_in_worker_processes_in_input_order(
     assert sessions == {'other', 'session', 'session.2', 'session.3'}
     assert main([*args[:-1], '0', str(chat_file)]) == 2
     assert '--jobs must be at least 1' in capsys.readouterr().err
+
+
+def test_cli_replay_figures_of_a_file_are_its_own(capsys: pytest.CaptureFixture[str]) -> None:
+    """Into `memory://` each file gets a store of its own, with `--jobs 1` as in worker processes: the sessions of
+    one store share its entities (the topics of their pages), so the files before it would move its figures."""
+    before = shared_data('agent_trajectories', 'django__django-11087.traj.json')
+    path = shared_data('agent_trajectories', 'django__django-14500.traj.json')
+    runs = []
+    for paths in ([path], [before, path]):
+        assert main(['replay', *map(str, paths), '--json', '--jobs', '1']) == 0
+        report = json.loads(capsys.readouterr().out)['files'][-1]
+        runs.append({k: v for k, v in report.items() if k != 'seconds'})
+    assert runs[0]['blocks_evicted'] > 0
+    assert runs[0] == runs[1]
