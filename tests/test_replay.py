@@ -4,11 +4,12 @@ from __future__ import annotations
 
 import asyncio
 import json
+from datetime import datetime
 from pathlib import Path
 from typing import Any
 
 import pytest
-from pydantic_ai.messages import ModelMessagesTypeAdapter
+from pydantic_ai.messages import ModelMessage, ModelMessagesTypeAdapter
 
 from mementograph import open_store
 from mementograph._messages import serialize_messages
@@ -156,21 +157,33 @@ async def test_replay_is_reproducible(chat_file: Path, tmp_path: Path) -> None:
     assert runs[0] == runs[1]
 
 
+def _times(messages: list[ModelMessage]) -> list[list[datetime | None]]:
+    """Each message's time, then each of its parts' that has one."""
+    return [[m.timestamp, *(getattr(p, 'timestamp', None) for p in m.parts)] for m in messages]
+
+
 async def test_replay_stamps_the_recorded_times(chat_file: Path) -> None:
-    """Every time in what the model received is one of the transcript's, never the time of the replay."""
+    """The replayed history carries the transcript's times, message by message and part by part, and so does every
+    request the model received (stubs carry their content's), never the time of the replay."""
     messages = load_transcript(chat_file)
-    recorded = {m.timestamp for m in messages} | {
-        p.timestamp for m in messages for p in m.parts if hasattr(p, 'timestamp')
-    }
+    recorded = {t for times in _times(messages) for t in times}
     store = open_store('memory://')
     capability = MementoCompaction(store, max_tokens=2_500, session_id='s', archive_at_run_end=False)
     trace = await replay_messages(messages, capabilities=[capability], record_history=True)
-    sent = [m for request in trace.requests for m in request]
-    times = {m.timestamp for m in sent} | {p.timestamp for m in sent for p in m.parts if hasattr(p, 'timestamp')}
-    assert any(stub_info(m) for m in sent)  # stubs too: they carry their content's time
-    assert times <= recorded
-    assert {m.run_id for m in trace.history} == {'replay-1'}
     store.close()
+    assert _times(trace.history) == _times(messages)
+    sent = [m for request in trace.requests for m in request]
+    assert any(stub_info(m) for m in sent)
+    assert {t for times in _times(sent) for t in times} <= recorded
+    assert {m.run_id for m in trace.history} == {'replay-1'}
+    # a conversation: each user turn starts a run, which sends a new request with the recorded one's parts
+    chat = [{'role': 'system', 'content': 'You are helpful.'}]
+    for turn in range(4):
+        chat += [{'role': 'user', 'content': f'question {turn}'}, {'role': 'assistant', 'content': f'answer {turn}'}]
+    conversation = parse_transcript(json.dumps(chat).encode())
+    trace = await replay_messages(conversation, record_history=True)
+    assert _times(trace.history) == _times(conversation)
+    assert [m.run_id for m in trace.history[1::2]] == ['replay-1', 'replay-2', 'replay-3', 'replay-4']
 
 
 def report(

@@ -203,8 +203,9 @@ class _RecordedTimes:
     it stamps the recorded times instead. Only the replay does: `MementoCompaction` archives what it is given.
     """
 
-    requests: dict[int, tuple[ModelRequest, datetime | None]]
-    """The recorded requests given to the agent (by identity), with their recorded times."""
+    requests: dict[int, tuple[Sequence[object], datetime | None]]
+    """The recorded requests given to the agent, by the identity of their parts (a run that starts from a request
+    sends a new one with its parts), with their recorded times."""
     returns: dict[str, tuple[datetime | None, datetime]]
     """Per tool call id: the recorded time of the request holding its return, and of the return."""
 
@@ -216,13 +217,13 @@ class _RecordedTimes:
                 for part in message.parts:
                     if isinstance(part, BaseToolReturnPart):
                         returns.setdefault(part.tool_call_id, (message.timestamp, part.timestamp))
-        return cls({id(m): (m, m.timestamp) for m in given}, returns)
+        return cls({id(m.parts): (m.parts, m.timestamp) for m in given}, returns)
 
     def stamp(self, message: ModelRequest, previous: datetime) -> None:
         """Give `message`, new in the run's history, its recorded time, else `previous` (the time of the message
         before it): a recorded request its own, a request of tool returns that of the recorded returns."""
-        recorded = self.requests.get(id(message))
-        if recorded is not None and recorded[0] is message:  # the parts are the recorded ones
+        recorded = self.requests.get(id(message.parts))
+        if recorded is not None and recorded[0] is message.parts:  # the parts are the recorded ones
             message.timestamp = recorded[1] or previous
             return
         calls = [part.tool_call_id for part in message.parts if isinstance(part, BaseToolReturnPart)]
