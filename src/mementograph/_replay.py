@@ -239,9 +239,9 @@ class _RecordedTimes:
 
 @dataclass
 class _ReplayHook(AbstractCapability[Any]):
-    """Outermost hook of a replay: stamps each new message with its recorded time (`_RecordedTimes`) before any
-    capability logs or archives it, and with a `sink` records every original message as it first appears, before
-    any capability edits.
+    """Outermost hook of a replay: gives the request about to be sent its recorded time (`_RecordedTimes`) before
+    any capability logs or archives it, and with a `sink` records every original message as it first appears,
+    before any capability edits.
 
     Messages are matched by identity; memento stubs and micro-compacted messages (new objects made by
     `MementoCompaction`) are recognised by their metadata and skipped, so `sink` is the run's full history.
@@ -250,28 +250,28 @@ class _ReplayHook(AbstractCapability[Any]):
     times: _RecordedTimes
     sink: list[ModelMessage] | None = None
     seen: dict[int, ModelMessage] = field(default_factory=dict[int, ModelMessage])
-    last_time: datetime = TRANSCRIPT_EPOCH
 
     def get_ordering(self) -> CapabilityOrdering | None:
         return CapabilityOrdering(position='outermost')
 
-    def observe(self, messages: Sequence[ModelMessage], *, stamp: bool = True) -> None:
+    def observe(self, messages: Sequence[ModelMessage]) -> None:
         for message in messages:
             if self.seen.get(id(message)) is message:
                 continue
             self.seen[id(message)] = message
-            if _is_synthetic(message):
-                continue
-            if stamp and isinstance(message, ModelRequest):
-                self.times.stamp(message, self.last_time)
-            self.last_time = message.timestamp or self.last_time
-            if self.sink is not None:
+            if self.sink is not None and not _is_synthetic(message):
                 self.sink.append(message)
 
     async def before_model_request(
         self, ctx: RunContext[Any], request_context: ModelRequestContext
     ) -> ModelRequestContext:
-        self.observe(ctx.messages)
+        # what pydantic-ai stamped: the request it is about to send (the last message), tool returns included
+        messages = ctx.messages
+        last = messages[-1] if messages else None
+        if isinstance(last, ModelRequest) and self.seen.get(id(last)) is not last:
+            previous = messages[-2].timestamp if len(messages) > 1 else None
+            self.times.stamp(last, previous or TRANSCRIPT_EPOCH)
+        self.observe(messages)
         return request_context
 
 
@@ -391,7 +391,7 @@ async def replay_messages(
             break
         history = [*history, *turns[served - 1].user_input]
     trace.final_history = history
-    hook.observe(history, stamp=False)  # what came after the last request: stamped by the model (recorded times)
+    hook.observe(history)  # what came after the last request (replies, which carry their recorded times)
     return trace
 
 
