@@ -4,17 +4,20 @@ from __future__ import annotations
 
 import asyncio
 import json
+from datetime import datetime
 from pathlib import Path
 from typing import Any
 
 import pytest
-from pydantic_ai.messages import ModelMessagesTypeAdapter
+from pydantic_ai.messages import ModelMessage, ModelMessagesTypeAdapter
 
 from mementograph import open_store
 from mementograph._messages import serialize_messages
 from mementograph._replay import ReplayReport, replay_messages, replay_report, summarize_reports
 from mementograph._tokens import TokenCounter
 from mementograph._transcripts import load_transcript, parse_transcript
+from mementograph.capabilities import MementoCompaction
+from mementograph.capabilities._layout import stub_info
 from mementograph.cli import main
 from tests.conftest import shared_data
 
@@ -138,6 +141,49 @@ async def test_replay_does_not_touch_the_transcript(chat_file: Path) -> None:
     # every reply reports the usage of the request it answered (what a provider would report)
     replies = [m for m in second.final_history if m.kind == 'response']
     assert [r.usage.input_tokens for r in replies] == second.tokens
+
+
+async def test_replay_is_reproducible(chat_file: Path, tmp_path: Path) -> None:
+    """Two replays of one file give the same report and archive the same blocks under the same ids: pydantic-ai's
+    wall-clock stamps and fresh run ids would otherwise be hashed into the block ids the context shows."""
+    runs = []
+    for name in ('first', 'second'):
+        store = open_store(f'sqlite://{tmp_path / name}.db')
+        report = await replay_report(chat_file, store=store, budget=2_500)
+        blocks = store.list_blocks(namespace='replay', session_id=report.session_id, kind=None)
+        runs.append(({k: v for k, v in report.to_dict().items() if k != 'seconds'}, [(b.id, b.sha256) for b in blocks]))
+        store.close()
+    assert runs[0][0]['blocks_evicted'] >= 3
+    assert runs[0] == runs[1]
+
+
+def _times(messages: list[ModelMessage]) -> list[list[datetime | None]]:
+    """Each message's time, then each of its parts' that has one."""
+    return [[m.timestamp, *(getattr(p, 'timestamp', None) for p in m.parts)] for m in messages]
+
+
+async def test_replay_stamps_the_recorded_times(chat_file: Path) -> None:
+    """The replayed history carries the transcript's times, message by message and part by part, and so does every
+    request the model received (stubs carry their content's), never the time of the replay."""
+    messages = load_transcript(chat_file)
+    recorded = {t for times in _times(messages) for t in times}
+    store = open_store('memory://')
+    capability = MementoCompaction(store, max_tokens=2_500, session_id='s', archive_at_run_end=False)
+    trace = await replay_messages(messages, capabilities=[capability], record_history=True)
+    store.close()
+    assert _times(trace.history) == _times(messages)
+    sent = [m for request in trace.requests for m in request]
+    assert any(stub_info(m) for m in sent)
+    assert {t for times in _times(sent) for t in times} <= recorded
+    assert {m.run_id for m in trace.history} == {'replay-1'}
+    # a conversation: each user turn starts a run, which sends a new request with the recorded one's parts
+    chat = [{'role': 'system', 'content': 'You are helpful.'}]
+    for turn in range(4):
+        chat += [{'role': 'user', 'content': f'question {turn}'}, {'role': 'assistant', 'content': f'answer {turn}'}]
+    conversation = parse_transcript(json.dumps(chat).encode())
+    trace = await replay_messages(conversation, record_history=True)
+    assert _times(trace.history) == _times(conversation)
+    assert [m.run_id for m in trace.history[1::2]] == ['replay-1', 'replay-2', 'replay-3', 'replay-4']
 
 
 def report(
@@ -305,3 +351,17 @@ def test_cli_replays_files_in_worker_processes_in_input_order(
     assert sessions == {'other', 'session', 'session.2', 'session.3'}
     assert main([*args[:-1], '0', str(chat_file)]) == 2
     assert '--jobs must be at least 1' in capsys.readouterr().err
+
+
+def test_cli_replay_figures_of_a_file_are_its_own(capsys: pytest.CaptureFixture[str]) -> None:
+    """Into `memory://` each file gets a store of its own, with `--jobs 1` as in worker processes: the sessions of
+    one store share its entities (the topics of their pages), so the files before it would move its figures."""
+    before = shared_data('agent_trajectories', 'django__django-11087.traj.json')
+    path = shared_data('agent_trajectories', 'django__django-14500.traj.json')
+    runs = []
+    for paths in ([path], [before, path]):
+        assert main(['replay', *map(str, paths), '--json', '--jobs', '1']) == 0
+        report = json.loads(capsys.readouterr().out)['files'][-1]
+        runs.append({k: v for k, v in report.items() if k != 'seconds'})
+    assert runs[0]['blocks_evicted'] > 0
+    assert runs[0] == runs[1]

@@ -6,7 +6,9 @@ registered as a real tool whose return is the recorded observation for that call
 with and without a compaction capability can be compared request by request.
 
 Each replay works on its own deep copy of the transcript (pydantic-ai stamps and fills in messages as they land in
-a run's history), and each replayed reply carries provider-style usage measured in the replay itself
+a run's history). A replay is reproducible: its runs get fixed ids, and what pydantic-ai stamps with the wall clock
+gets its recorded time (`_RecordedTimes`), so two replays of one transcript send the same bytes and archive the
+same blocks under the same ids. Each replayed reply carries provider-style usage measured in the replay itself
 (`input_tokens` = tiktoken count of the request the model received), so strategies that anchor their token
 estimate on reported usage (pydantic-ai-harness) see the context they actually sent, not the recorded run's.
 
@@ -24,6 +26,7 @@ import re
 import time
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field, replace
+from datetime import datetime
 from pathlib import Path
 from typing import TYPE_CHECKING, Any, Final, Literal
 
@@ -45,7 +48,7 @@ from pydantic_ai.usage import RequestUsage, UsageLimits
 
 from ._messages import deserialize_messages, part_text, serialize_messages
 from ._tokens import TokenCounter
-from ._transcripts import TranscriptError, load_transcript
+from ._transcripts import TRANSCRIPT_EPOCH, TranscriptError, load_transcript
 
 if TYPE_CHECKING:
     from pydantic_ai.models import ModelRequestContext
@@ -190,14 +193,62 @@ class ReplayTrace:
 
 
 @dataclass
-class _HistoryRecorder(AbstractCapability[Any]):
-    """Outermost hook that records every original message as it first appears, before any capability edits.
+class _RecordedTimes:
+    """The recorded times of a transcript, for the messages and parts pydantic-ai stamps with the wall clock.
+
+    pydantic-ai stamps every request it sends with `now` (a recorded one given back as `message_history` too), and
+    every tool return it makes. Those times are serialized with the messages, so they are hashed into the ids of
+    the blocks a compaction archives, ids the model's context shows: with the time of the replay in them, figures
+    near the high-water mark would differ from one replay to the next. The replay re-enacts the recorded run, so
+    it stamps the recorded times instead. Only the replay does: `MementoCompaction` archives what it is given.
+    """
+
+    requests: dict[int, tuple[Sequence[object], datetime | None]]
+    """The recorded requests given to the agent, by the identity of their parts (a run that starts from a request
+    sends a new one with its parts), with their recorded times."""
+    returns: dict[str, tuple[datetime | None, datetime]]
+    """Per tool call id: the recorded time of the request holding its return, and of the return."""
+
+    @classmethod
+    def of(cls, messages: Sequence[ModelMessage], given: Sequence[ModelRequest]) -> _RecordedTimes:
+        returns: dict[str, tuple[datetime | None, datetime]] = {}
+        for message in messages:
+            if isinstance(message, ModelRequest):
+                for part in message.parts:
+                    if isinstance(part, BaseToolReturnPart):
+                        returns.setdefault(part.tool_call_id, (message.timestamp, part.timestamp))
+        return cls({id(m.parts): (m.parts, m.timestamp) for m in given}, returns)
+
+    def stamp(self, message: ModelRequest, previous: datetime) -> None:
+        """Give `message`, new in the run's history, its recorded time, else `previous` (the time of the message
+        before it): a recorded request its own, a request of tool returns that of the recorded returns."""
+        recorded = self.requests.get(id(message.parts))
+        if recorded is not None and recorded[0] is message.parts:  # the parts are the recorded ones
+            message.timestamp = recorded[1] or previous
+            return
+        calls = [part.tool_call_id for part in message.parts if isinstance(part, BaseToolReturnPart)]
+        first = self.returns.get(calls[0]) if calls else None
+        when = (first[0] or first[1]) if first is not None else previous
+        message.timestamp = when
+        for part in message.parts:  # tool returns, retry prompts, prompts a capability enqueued: all made in the run
+            if isinstance(part, BaseToolReturnPart) and part.tool_call_id in self.returns:
+                part.timestamp = self.returns[part.tool_call_id][1]
+            elif hasattr(part, 'timestamp'):
+                part.timestamp = when
+
+
+@dataclass
+class _ReplayHook(AbstractCapability[Any]):
+    """Outermost hook of a replay: gives the request about to be sent its recorded time (`_RecordedTimes`) before
+    any capability logs or archives it, and with a `sink` records every original message as it first appears,
+    before any capability edits.
 
     Messages are matched by identity; memento stubs and micro-compacted messages (new objects made by
     `MementoCompaction`) are recognised by their metadata and skipped, so `sink` is the run's full history.
     """
 
-    sink: list[ModelMessage]
+    times: _RecordedTimes
+    sink: list[ModelMessage] | None = None
     seen: dict[int, ModelMessage] = field(default_factory=dict[int, ModelMessage])
 
     def get_ordering(self) -> CapabilityOrdering | None:
@@ -208,13 +259,19 @@ class _HistoryRecorder(AbstractCapability[Any]):
             if self.seen.get(id(message)) is message:
                 continue
             self.seen[id(message)] = message
-            if not _is_synthetic(message):
+            if self.sink is not None and not _is_synthetic(message):
                 self.sink.append(message)
 
     async def before_model_request(
         self, ctx: RunContext[Any], request_context: ModelRequestContext
     ) -> ModelRequestContext:
-        self.observe(ctx.messages)
+        # what pydantic-ai stamped: the request it is about to send (the last message), tool returns included
+        messages = ctx.messages
+        last = messages[-1] if messages else None
+        if isinstance(last, ModelRequest) and self.seen.get(id(last)) is not last:
+            previous = messages[-2].timestamp if len(messages) > 1 else None
+            self.times.stamp(last, previous or TRANSCRIPT_EPOCH)
+        self.observe(messages)
         return request_context
 
 
@@ -273,8 +330,11 @@ async def replay_messages(
         record_history: Also record the run's full, unedited history in `trace.history`.
     """
     counter = counter or TokenCounter()
-    prefix, turns, returns = split_transcript(deserialize_messages(serialize_messages(messages)))
+    transcript = deserialize_messages(serialize_messages(messages))
+    prefix, turns, returns = split_transcript(transcript)
     trace = ReplayTrace()
+    last_time = next((m.timestamp for m in reversed(transcript) if m.timestamp), TRANSCRIPT_EPOCH)
+    end_of_transcript = ModelResponse(parts=[TextPart(END_TEXT)], timestamp=last_time)
     cursor: dict[str, float] = {'next': 0, 'replied_at': 0.0}
 
     def respond(request_messages: list[ModelMessage], info: AgentInfo) -> ModelResponse:
@@ -285,7 +345,7 @@ async def replay_messages(
         trace.tokens.append(tokens)
         index = int(cursor['next'])
         cursor['next'] = index + 1
-        recorded = turns[index].response if index < len(turns) else ModelResponse(parts=[TextPart(END_TEXT)])
+        recorded = turns[index].response if index < len(turns) else end_of_transcript
         # A fresh object (FunctionModel sets model_name and usage on what it is given) with the usage a provider
         # would report for this request.
         usage = RequestUsage(input_tokens=tokens, output_tokens=counter.count_message(recorded))
@@ -305,15 +365,25 @@ async def replay_messages(
         Tool.from_schema(recorded_return, name, 'Replays the recorded result.', schema, takes_ctx=True)
         for name in tool_names
     ]
-    recorder = _HistoryRecorder(trace.history) if record_history else None
-    all_capabilities: list[AbstractCapability[Any]] = [*([recorder] if recorder else []), *capabilities]
-    agent: Agent[None, str] = Agent(FunctionModel(respond), tools=tools, capabilities=all_capabilities)
+    given = [m for m in prefix if isinstance(m, ModelRequest)] + [r for turn in turns for r in turn.user_input]
+    times = _RecordedTimes.of(transcript, given)
+    hook = _ReplayHook(times, trace.history if record_history else None)
+    agent: Agent[None, str] = Agent(FunctionModel(respond), tools=tools, capabilities=[hook, *capabilities])
+    # fixed ids (pydantic-ai would draw fresh UUIDs), unless the transcript names its conversation
+    conversation = next((m.conversation_id for m in reversed(transcript) if m.conversation_id), 'replay')
+    taken = {m.run_id for m in transcript}
 
     # A recorded turn without tool calls ends a run; the user input recorded after it starts the next one.
     history: list[ModelMessage] = prefix
-    while True:
+    for number in itertools.count(1):
+        run_id = f'replay-{number}'
+        while run_id in taken:  # pydantic-ai refuses a run id its history holds
+            run_id += "'"
         result = await agent.run(
-            message_history=history, usage_limits=UsageLimits(request_limit=None, tool_calls_limit=None)
+            message_history=history,
+            usage_limits=UsageLimits(request_limit=None, tool_calls_limit=None),
+            run_id=run_id,
+            conversation_id=conversation,
         )
         history = result.all_messages()
         served = int(cursor['next'])
@@ -321,8 +391,7 @@ async def replay_messages(
             break
         history = [*history, *turns[served - 1].user_input]
     trace.final_history = history
-    if recorder is not None:
-        recorder.observe(history)
+    hook.observe(history)  # what came after the last request (replies, which carry their recorded times)
     return trace
 
 

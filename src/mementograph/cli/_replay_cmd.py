@@ -51,6 +51,10 @@ Fields (per file, and under "total" with --json):
   cache_prefix_stability             share of consecutive requests whose earlier messages were sent unchanged
   llm_tokens                         tokens --compressor / --judge models spent on the mementos (0 without)
 Under "total": peaks are the largest, reduction is the mean over files, counts are summed, shares are pooled.
+A replay is reproducible: the same files and code give the same output but "seconds" (wall-clock time), the
+replayed messages carrying the transcript's recorded times rather than the replay's, and each file on a memory://
+store of its own. (Into a --store, a file's figures may move with what the store holds: its sessions share their
+entities, which name the topics of pages, and a fresh session id goes into the block ids the context shows.)
 
 The store defaults to memory:// (nothing is written anywhere); MEMENTOGRAPH_STORE is deliberately ignored so a
 measurement never writes into your agents' store by accident. With --store, each file gets a fresh session
@@ -147,6 +151,19 @@ def _replay_in_worker(job: _Job, path: str) -> ReplayReport:
         store.close()
 
 
+async def _replay_here(job: _Job, path: str, store: GraphStore, counter: TokenCounter) -> ReplayReport:
+    """One file in this process: on `store`, or on a fresh store of its own for `memory://`, as in a worker. A
+    store's sessions share its entities (and so the topics of their pages), so a file's figures would otherwise
+    depend on the files replayed before it, and differ between `--jobs 1` and more."""
+    if not store.uri.startswith('memory://'):
+        return await job.run(path, store, counter)
+    own = open_store(job.store_uri)
+    try:
+        return await job.run(path, own, counter)
+    finally:
+        own.close()
+
+
 _DEFAULT_MAX_JOBS = 4
 """Worker processes by default, at most: each holds its own agent, store connection and caches (~250 MB)."""
 
@@ -181,7 +198,7 @@ def _replay_all(args: argparse.Namespace, store: GraphStore, job: _Job) -> list[
             counter = TokenCounter()
             for number, path in enumerate(args.paths):
                 advance(0, f'replaying {Path(path).name}')
-                done(number, run_cancellable(job.run(path, store, counter)))
+                done(number, run_cancellable(_replay_here(job, path, store, counter)))
                 advance()
         else:
             # spawned, not forked: a fork copies whatever threads and locks this process holds
