@@ -365,9 +365,9 @@ class MementoCompaction(AbstractCapability[AgentDepsT]):
     change on any other request would cost the provider's cache one more request. Until then the closed page's
     mementos are in the context. A run continuing the conversation starts with the text its last request was sent
     (a new conversation of the session with the store's), and a manual compaction's index goes out with the next
-    request, whose history it rewrote. It takes at most
-    5% of the high-water mark (newest pages first, older ones left to `retrieve_page`), and the history compacts to
-    the mark minus the index, so the two together stay within it."""
+    request, whose history it rewrote. It takes at most 5% of the high-water mark (newest pages first, older ones
+    left to `retrieve_page`), and the history compacts to the mark minus the index, so the two together stay
+    within it."""
 
     store_timeout: float | None = 30.0
     """Longest wait, in seconds, for one store call of the capability (a compaction's reads and write, the log's
@@ -594,10 +594,10 @@ class MementoCompaction(AbstractCapability[AgentDepsT]):
         request as it was before the compaction; changing them now would make the log and the archive differ.
         After a compaction of the hook (`with_next_compaction`), not the next request's either: the instructions
         come before the messages, so changing them breaks the provider's cached prefix; the new index waits for
-        the next request whose history is over the mark, which breaks it anyway. Meanwhile the closed page's
-        mementos are in the context. After a manual or orchestrated compaction, the next request's history is
-        rewritten already, so the new index goes with it. A compaction that closed no page leaves the index as it
-        was, and it is not read again (a round trip to a server at every compaction)."""
+        the next request whose history is over the mark with a block to evict, which breaks it anyway. Meanwhile
+        the closed page's mementos are in the context. After a manual or orchestrated compaction, the next
+        request's history is rewritten already, so the new index goes with it. A compaction that closed no page
+        leaves the index as it was, and it is not read again (a round trip to a server at every compaction)."""
         state = self._state
         if not self.page_index or state.page_index is None or state.compactor is None:
             return
