@@ -9,11 +9,18 @@ from pathlib import Path
 from typing import Any
 
 import pytest
-from pydantic_ai.messages import ModelMessage, ModelMessagesTypeAdapter
+from pydantic_ai.messages import (
+    ModelMessage,
+    ModelMessagesTypeAdapter,
+    ModelRequest,
+    ModelResponse,
+    TextPart,
+    UserPromptPart,
+)
 
 from mementograph import open_store
 from mementograph._messages import serialize_messages
-from mementograph._replay import ReplayReport, replay_messages, replay_report, summarize_reports
+from mementograph._replay import ReplayReport, ReplayTrace, replay_messages, replay_report, summarize_reports
 from mementograph._tokens import TokenCounter
 from mementograph._transcripts import load_transcript, parse_transcript
 from mementograph.capabilities import MementoCompaction
@@ -102,6 +109,7 @@ async def test_replay_of_a_real_trajectory() -> None:
     assert 0 < report.facts_in_context <= report.facts_available <= 1.0
     assert report.fact_retention >= 0.9
     assert 0 < report.cache_prefix_stability <= 1.0
+    assert report.instruction_breaks == 0  # the page index changes only where a compaction broke the prefix
     _assert_within_budget(report)
     data = report.to_dict()
     assert list(data)[1 : len(CONTRACT_FIELDS) + 1] == list(CONTRACT_FIELDS)
@@ -205,6 +213,26 @@ def test_summary_pools_shares() -> None:
     assert total['reduction'] == 0.5 and total['peak_tokens'] == 100
     assert total['blocks_evicted'] == total['blocks_recovered_exact'] == 4
     assert total['cache_prefix_stability'] == 0.75
+
+
+def test_a_change_of_the_instructions_breaks_the_cached_prefix() -> None:
+    """The instructions come before the messages: a request sent the earlier messages unchanged but other
+    instructions keeps no cached prefix, and `instruction_breaks` counts it apart."""
+    task, reply = ModelRequest(parts=[UserPromptPart('task')]), ModelResponse(parts=[TextPart('ok')])
+    more = ModelRequest(parts=[UserPromptPart('more')])
+    requests: list[list[ModelMessage]] = [[task], [task, reply, more], [task, reply, more, reply, more]]
+    counter = TokenCounter()
+    same = ReplayTrace(requests=requests, instructions=['index 1', 'index 1', 'index 1'])
+    changed = ReplayTrace(requests=requests, instructions=['index 1', 'index 1', 'index 2'])
+    assert same.stable_transitions() == (2, 2) and same.instruction_breaks() == 0
+    assert changed.stable_transitions() == (1, 2) and changed.instruction_breaks() == 1
+    assert changed.cache_prefix_stability() == 0.5
+    assert changed.compaction_requests() == []  # no message was rewritten
+    assert changed.cached_prefix_tokens(counter) == (
+        counter.count_message(task),
+        counter.count_messages(requests[1] + requests[2]),
+    )
+    assert same.cached_prefix_tokens(counter)[0] == counter.count_messages([task, task, reply, more])
 
 
 def test_within_budget_allows_only_a_message_that_alone_is_over_the_mark() -> None:

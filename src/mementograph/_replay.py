@@ -135,6 +135,9 @@ class ReplayTrace:
     """What the model received on each request of one replay."""
 
     requests: list[list[ModelMessage]] = field(default_factory=list[list[ModelMessage]])
+    instructions: list[str | None] = field(default_factory=list[str | None])
+    """The instructions each request was sent with (`AgentInfo.instructions`): they come before the messages in
+    the prompt, so a change to them breaks a cached prefix as a rewritten message does."""
     tokens: list[int] = field(default_factory=list[int])
     gap_seconds: list[float] = field(default_factory=list[float])
     """Time from one model reply to the next request: tool execution plus every capability hook."""
@@ -151,7 +154,8 @@ class ReplayTrace:
     def mean_tokens(self) -> float:
         return sum(self.tokens) / len(self.tokens) if self.tokens else 0.0
 
-    def _stable_flags(self) -> list[bool]:
+    def _messages_stable(self) -> list[bool]:
+        """Per consecutive request pair: whether the later one was sent the earlier one's messages unchanged."""
         serialized = _SerializedCache()
         flags: list[bool] = []
         previous = [serialized(m) for m in self.requests[0]] if self.requests else []
@@ -162,26 +166,48 @@ class ReplayTrace:
             previous = current
         return flags
 
+    def _instructions_stable(self) -> list[bool]:
+        """Per consecutive request pair: whether both were sent the same instructions (all pairs when a trace
+        recorded none)."""
+        if len(self.instructions) != len(self.requests):
+            return [True] * max(len(self.requests) - 1, 0)
+        return [old == new for old, new in itertools.pairwise(self.instructions)]
+
+    def _stable_flags(self) -> list[bool]:
+        return [m and i for m, i in zip(self._messages_stable(), self._instructions_stable(), strict=True)]
+
     def stable_transitions(self) -> tuple[int, int]:
-        """`(stable, transitions)`: consecutive request pairs whose earlier messages were sent unchanged."""
+        """`(stable, transitions)`: consecutive request pairs whose instructions and earlier messages were sent
+        unchanged."""
         flags = self._stable_flags()
         return sum(flags), len(flags)
 
+    def instruction_breaks(self) -> int:
+        """Consecutive request pairs whose earlier messages were sent unchanged but whose instructions changed: the
+        prefix breaks the instructions alone caused."""
+        return sum(m and not i for m, i in zip(self._messages_stable(), self._instructions_stable(), strict=True))
+
     def cache_prefix_stability(self) -> float:
-        """Share of consecutive requests whose earlier messages were sent unchanged (a cached prefix survives)."""
+        """Share of consecutive requests whose instructions and earlier messages were sent unchanged (a cached
+        prefix survives)."""
         stable, transitions = self.stable_transitions()
         return stable / transitions if transitions else 1.0
 
     def compaction_requests(self) -> list[int]:
         """Indices of the requests whose earlier messages changed (a compaction rewrote the history before them)."""
-        return [index + 1 for index, stable in enumerate(self._stable_flags()) if not stable]
+        return [index + 1 for index, stable in enumerate(self._messages_stable()) if not stable]
 
     def cached_prefix_tokens(self, counter: TokenCounter) -> tuple[int, int]:
         """`(cached, sent)` over requests 2..n: tokens of the longest unchanged message prefix shared with the
-        previous request (what a provider's prompt cache could serve), and tokens sent."""
+        previous request (what a provider's prompt cache could serve; none when the instructions, which come
+        first, changed), and tokens sent (messages only, as `tokens`)."""
         serialized = _SerializedCache()
         cached = sent = 0
+        same_instructions = iter(self._instructions_stable())
         for previous, current in itertools.pairwise(self.requests):
+            if not next(same_instructions):
+                sent += counter.count_messages(current)
+                continue
             common = 0
             for old, new in zip(previous, current, strict=False):
                 if old is not new and serialized(old) != serialized(new):
@@ -342,6 +368,7 @@ async def replay_messages(
             trace.gap_seconds.append(time.perf_counter() - cursor['replied_at'])
         tokens = counter.count_messages(request_messages)
         trace.requests.append(list(request_messages))
+        trace.instructions.append(info.instructions)
         trace.tokens.append(tokens)
         index = int(cursor['next'])
         cursor['next'] = index + 1
@@ -584,9 +611,13 @@ class ReplayReport:
     mementos: int
     mementos_verified: int
     stable_transitions: int
+    """Consecutive request pairs whose instructions and earlier messages were sent unchanged."""
     transitions: int
     log_matches_history: bool
     problems: tuple[str, ...] = ()
+    instruction_breaks: int = 0
+    """Of the unstable pairs, those whose messages were unchanged and whose instructions changed (the page index
+    after a page closed, when it rewrites the instructions)."""
     seconds: float = 0.0
     llm_tokens: int = 0
     """Tokens an LLM compressor or judge spent on this replay's mementos (0 for the extractive ones)."""
@@ -618,7 +649,7 @@ class ReplayReport:
 
     @property
     def cache_prefix_stability(self) -> float:
-        """Share of consecutive requests whose earlier messages were sent unchanged."""
+        """Share of consecutive requests whose instructions and earlier messages were sent unchanged."""
         return _share(self.stable_transitions, self.transitions)
 
     @property
@@ -645,6 +676,7 @@ class ReplayReport:
             'budget': self.budget,
             'messages': self.messages,
             'requests': self.requests,
+            'instruction_breaks': self.instruction_breaks,
             'mean_tokens_baseline': round(self.mean_tokens_baseline, 1),
             'mean_tokens': round(self.mean_tokens, 1),
             'max_message_tokens': self.max_message_tokens,
@@ -719,6 +751,7 @@ def measure_replay(
         log_matches_history=mismatch is None,
         problems=tuple(problems),
         seconds=seconds,
+        instruction_breaks=trace.instruction_breaks(),
     )
 
 
@@ -839,6 +872,7 @@ def summarize_reports(reports: Sequence[ReplayReport]) -> dict[str, Any]:
         'memento_acceptance': round(_share(sum(r.mementos_verified for r in reports), mementos), 4),
         'cache_prefix_stability': round(_share(sum(r.stable_transitions for r in reports), transitions), 4),
         'budget': reports[0].budget if reports else None,
+        'instruction_breaks': sum(r.instruction_breaks for r in reports),
         'mean_peak_tokens_baseline': round(sum(r.peak_tokens_baseline for r in reports) / count, 1) if count else 0.0,
         'mean_peak_tokens': round(sum(r.peak_tokens for r in reports) / count, 1) if count else 0.0,
         'within_budget': sum(r.within_budget for r in reports),

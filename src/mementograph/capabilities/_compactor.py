@@ -1101,6 +1101,13 @@ class SessionCompactor:
         )
         return [replace(segment, start=segment.start + start, end=segment.end + start) for segment in segments]
 
+    def evicts_a_block(self, messages: list[ModelMessage]) -> bool | None:
+        """Whether compacting `messages` has a complete block to evict, so it rewrites messages sent before (not
+        only the newest, stubbed when too large); `None` when telling needs a store read (no compaction yet)."""
+        if self._archived_bounds is None:
+            return None
+        return bool(self._candidates(messages))
+
     def _candidates(self, messages: list[ModelMessage]) -> list[tuple[Segment, int]]:
         """Complete blocks that may be evicted, oldest first, each with its first log position."""
         slots = self._layout(messages)

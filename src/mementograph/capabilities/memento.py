@@ -177,6 +177,10 @@ class _RunState:
     """Its size, kept out of the history's share of the high-water mark."""
     index_pages_closed: int = 0
     """The compactor's `pages_closed` when the index was last read after a compaction."""
+    pending_index: tuple[str, int] | None = None
+    """An index read after a compaction closed a page, and its size, waiting for a request that compacts: the
+    instructions come before the messages, so changing them on any other request would cost the provider's cached
+    prefix one more request."""
     run_id: str | None = None
     """The run this state belongs to."""
     calls: StoreCalls | None = None
@@ -356,11 +360,14 @@ class MementoCompaction(AbstractCapability[AgentDepsT]):
     page_index: bool = True
     """Show the model the session's paged index (each closed page's number, turns, summary and topics; groups of
     old pages folded into one line) in the instructions, so it knows what `retrieve_page` and `recall` can bring
-    back. The text changes only when a page closes: from the request after the compaction that closed it, or from
-    the next run's first request when a run's end archive did (a run continuing the session gets the text the last
-    run sent until then), so the cached prompt prefix is rebuilt at most once per closed page. It takes at most
-    5% of the high-water mark (newest pages first, older ones left to `retrieve_page`), and the history compacts to
-    the mark minus the index, so the two together stay within it."""
+    back. The text changes only after a page closes, and only on a request whose history a compaction rewrites (it
+    evicts a block), whose cached prompt prefix is gone anyway: the instructions come before the messages, so a
+    change on any other request would cost the provider's cache one more request. Until then the closed page's
+    mementos are in the context. A run continuing the conversation starts with the text its last request was sent
+    (a new conversation of the session with the store's), and a manual compaction's index goes out with the next
+    request, whose history it rewrote. It takes at most 5% of the high-water mark (newest pages first, older ones
+    left to `retrieve_page`), and the history compacts to the mark minus the index, so the two together stay
+    within it."""
 
     store_timeout: float | None = 30.0
     """Longest wait, in seconds, for one store call of the capability (a compaction's reads and write, the log's
@@ -512,22 +519,46 @@ class MementoCompaction(AbstractCapability[AgentDepsT]):
         return self._page_index_instruction if self.page_index else None
 
     async def _page_index_instruction(self, ctx: RunContext[AgentDepsT]) -> InstructionPart | None:
-        """The page index as an instruction (read from the store once per run, then kept until a page closes)."""
-        if self._state.page_index is None:
+        """The page index as an instruction (read from the store once per run, then kept until a page closes and
+        a request compacts: see `_refresh_page_index`)."""
+        state = self._state
+        if state.page_index is None:
             await self._read_page_index_bounded(ctx)
-        return _index_part(self._state.page_index or '')
+        elif state.pending_index is not None and self._will_compact(ctx, state.pending_index[1]):
+            (state.page_index, state.page_index_tokens), state.pending_index = state.pending_index, None
+        return _index_part(state.page_index or '')
 
-    async def _read_page_index_bounded(self, ctx: RunContext[AgentDepsT]) -> None:
+    def _will_compact(self, ctx: RunContext[AgentDepsT], index_tokens: int) -> bool:
+        """Whether this request's history is over the mark an index of `index_tokens` leaves, with a block to evict:
+        its hook then rewrites messages the last request was sent (a compaction that only stubs the newest tool
+        result leaves the cached prefix as it was)."""
+        compactor = self._state.compactor
+        if compactor is None or self._state.run_id != ctx.run_id:
+            return True
+        high = max(1, self.high_water(ctx) - index_tokens)
         try:
-            await self.store_calls()(self._read_page_index, ctx)
+            return compactor.tokens(ctx.messages, exact_above=high) > high and (
+                compactor.evicts_a_block(ctx.messages) is not False
+            )
+        except Exception:  # counting fails in the hook too, which then compacts nothing: the index goes out now
+            return True
+
+    async def _read_page_index_bounded(self, ctx: RunContext[AgentDepsT], *, pending: bool = False) -> None:
+        try:
+            await self.store_calls()(self._read_page_index, ctx, pending)
         except StoreTimeoutError as exc:  # the index is a convenience: never a reason to wait on a hung store
             logger.warning('mementograph: could not read the page index: %s', exc)
             if self._state.page_index is None:
                 self._state.page_index = ''
 
-    def _read_page_index(self, ctx: RunContext[AgentDepsT]) -> bool:
-        """Read the index into the run state, cut to its share of the mark; True when it changed."""
+    def _read_page_index(self, ctx: RunContext[AgentDepsT], pending: bool = False) -> bool:
+        """Read the index into the run state, cut to its share of the mark; True when it changed. With `pending`,
+        a changed index waits in `pending_index` for a request that compacts.
+
+        A run continuing a conversation starts with the index its last request was sent with (the store's may be
+        newer: a page closed after the last compaction of the run before), so its first request keeps the prefix."""
         state = self._state
+        sent: tuple[str, int] | None = None
         try:
             compactor = self.compactor(ctx)
             text = page_index_text(
@@ -538,30 +569,42 @@ class MementoCompaction(AbstractCapability[AgentDepsT]):
                 counter=compactor.counter,
             )
             tokens = compactor.counter.count_text(text) if text else 0
+            if state.page_index is None and (last_sent := _index_sent(ctx.messages)) not in (None, text):
+                sent = last_sent, compactor.counter.count_text(last_sent) if last_sent else 0
         except Exception as exc:  # the index is a convenience: never a reason to fail the request
             logger.warning('mementograph: could not read the page index: %s: %s', type(exc).__name__, exc)
             if state.page_index is None:
                 state.page_index = ''  # not retried on every request; the next compaction reads it again
             return False
+        if sent is not None:
+            (state.page_index, state.page_index_tokens), pending = sent, True
         if text == state.page_index:
+            state.pending_index = None
             return False
-        state.page_index, state.page_index_tokens = text, tokens
+        if pending:
+            state.pending_index = text, tokens
+        else:
+            state.page_index, state.page_index_tokens, state.pending_index = text, tokens, None
         return True
 
-    async def _refresh_page_index(self, ctx: RunContext[AgentDepsT]) -> None:
-        """After a compaction: when it closed a page, the next request's instructions carry the new index.
+    async def _refresh_page_index(self, ctx: RunContext[AgentDepsT], *, with_next_compaction: bool = False) -> None:
+        """After a compaction: when it closed a page, a later request's instructions carry the new index.
 
         Not this request's: pydantic-ai stamps the request with its instructions, and the session log holds the
         request as it was before the compaction; changing them now would make the log and the archive differ.
-        A compaction that closed no page leaves the index as it was, and it is not read again (a round trip to a
-        server at every compaction)."""
+        After a compaction of the hook (`with_next_compaction`), not the next request's either: the instructions
+        come before the messages, so changing them breaks the provider's cached prefix; the new index waits for
+        the next request whose history is over the mark with a block to evict, which breaks it anyway. Meanwhile
+        the closed page's mementos are in the context. After a manual or orchestrated compaction, the next
+        request's history is rewritten already, so the new index goes with it. A compaction that closed no page
+        leaves the index as it was, and it is not read again (a round trip to a server at every compaction)."""
         state = self._state
         if not self.page_index or state.page_index is None or state.compactor is None:
             return
         if state.compactor.pages_closed == state.index_pages_closed:
             return
         state.index_pages_closed = state.compactor.pages_closed
-        await self._read_page_index_bounded(ctx)
+        await self._read_page_index_bounded(ctx, pending=with_next_compaction)
 
     @property
     def graph_store(self) -> GraphStore:
@@ -738,7 +781,7 @@ class MementoCompaction(AbstractCapability[AgentDepsT]):
         self._state.reports.append(report)
         if report.changed:
             ctx.messages[:] = new
-            await self._refresh_page_index(ctx)
+            await self._refresh_page_index(ctx, with_next_compaction=trigger == 'auto')
             if report.block_ids:
                 self._embed_in_background(compactor.store, compactor.session_id)
             await ctx.emit(
@@ -1154,12 +1197,26 @@ def _messages(count: int) -> str:
 
 
 _INDEX_NAME = 'memory_index'
+_INDEX_HEADER = 'MEMORY INDEX: '
 _INDEX_SHARE = 0.05
 _INDEX_MAX_TOKENS = 1_500
 
 
 def _index_part(text: str) -> InstructionPart | None:
     return InstructionPart(content=text, dynamic=True, name=_INDEX_NAME) if text else None
+
+
+def _index_sent(messages: Sequence[ModelMessage]) -> str | None:
+    """The page index the last request before the one being sent went out with ('' for none: also when it had no
+    instructions at all), or `None` when there is no such request (a new conversation)."""
+    last = next((m for m in reversed(messages[:-1]) if isinstance(m, ModelRequest)), None)
+    if last is None:
+        return None
+    start = (last.instructions or '').find(_INDEX_HEADER)
+    if last.instructions is None or start < 0:
+        return ''
+    end = last.instructions.find('\n\n', start)  # instruction parts are joined by a blank line; the index has none
+    return last.instructions[start:] if end < 0 else last.instructions[start:end]
 
 
 def _stamp_pending_request(ctx: RunContext[Any]) -> None:

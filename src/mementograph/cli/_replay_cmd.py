@@ -48,7 +48,10 @@ Fields (per file, and under "total" with --json):
   facts_in_context                   share of the transcript's critical facts in the last request the model saw
   facts_available                    share in that request or in a block that recovered exactly
   memento_acceptance                 share of mementos the judge verified
-  cache_prefix_stability             share of consecutive requests whose earlier messages were sent unchanged
+  cache_prefix_stability             share of consecutive requests sent the same instructions and, unchanged,
+                                     the earlier messages (a provider's cached prompt prefix survives)
+  instruction_breaks                 consecutive requests whose messages were unchanged but instructions not
+                                     (a prefix break the instructions alone caused; counted in the stability)
   llm_tokens                         tokens --compressor / --judge models spent on the mementos (0 without)
 Under "total": peaks are the largest, reduction is the mean over files, counts are summed, shares are pooled.
 A replay is reproducible: the same files and code give the same output but "seconds" (wall-clock time), the
