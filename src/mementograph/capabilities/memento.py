@@ -58,7 +58,7 @@ from ..knowledge_graph.memory import (
     TimeZone,
     time_zone,
 )
-from ..knowledge_graph.recall import page_index_text
+from ..knowledge_graph.recall import PAGE_INDEX_HEADER, page_index_text
 from ..knowledge_graph.store import STORE_ENV, GraphStore, StoreTimeoutError, check_store_uri, open_store
 from ..knowledge_graph.store._conform import require_store
 from ._breaker import CompressorBreaker
@@ -1197,7 +1197,6 @@ def _messages(count: int) -> str:
 
 
 _INDEX_NAME = 'memory_index'
-_INDEX_HEADER = 'MEMORY INDEX: '
 _INDEX_SHARE = 0.05
 _INDEX_MAX_TOKENS = 1_500
 
@@ -1212,7 +1211,7 @@ def _index_sent(messages: Sequence[ModelMessage]) -> str | None:
     last = next((m for m in reversed(messages[:-1]) if isinstance(m, ModelRequest)), None)
     if last is None:
         return None
-    start = (last.instructions or '').find(_INDEX_HEADER)
+    start = (last.instructions or '').find(PAGE_INDEX_HEADER)
     if last.instructions is None or start < 0:
         return ''
     end = last.instructions.find('\n\n', start)  # instruction parts are joined by a blank line; the index has none

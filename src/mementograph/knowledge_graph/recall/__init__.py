@@ -4,6 +4,7 @@ an embedding model is given (`hybrid`), and browse them by page."""
 from __future__ import annotations
 
 from ._pages import (
+    PAGE_INDEX_HEADER,
     AmbiguousPageError,
     NoSuchPartError,
     PagePolicy,
@@ -43,6 +44,7 @@ __all__ = (
     'EMPTY_QUERY',
     'MAX_QUERY_CHARS',
     'METHODS',
+    'PAGE_INDEX_HEADER',
     'AmbiguousPageError',
     'BlockInfo',
     'EntityLookup',

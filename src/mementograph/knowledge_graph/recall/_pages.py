@@ -274,6 +274,10 @@ def _close(
     )
 
 
+PAGE_INDEX_HEADER: Final = 'MEMORY INDEX: '
+"""How the page index starts (the capability finds the index a request was sent with by it)."""
+
+
 def page_index_text(
     store: GraphStore,
     *,
@@ -298,7 +302,7 @@ def page_index_text(
     if not closed:
         return ''
     lines = [
-        f'MEMORY INDEX: {len(closed)} archived page{"s" if len(closed) != 1 else ""}. '
+        f'{PAGE_INDEX_HEADER}{len(closed)} archived page{"s" if len(closed) != 1 else ""}. '
         "retrieve_page(page) returns a page's blocks; recall(query) searches all of them."
     ]
     folded = 0
