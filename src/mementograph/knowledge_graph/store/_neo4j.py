@@ -361,7 +361,8 @@ same round trip (`Neo4jStore._write_statement`). In clause order:
 - pages (upserted; a closed page keeps the turns, summary and topics it closed with) and their CONTAINS edges;
   events with their seq, linked IN_SESSION.
 Every part is a batched UNWIND … MERGE (CREATE only for edges of records it created), so a retried eviction
-changes nothing. `append_events` runs the same statement with only events, and `_LOGGED_SHAS` after it."""
+changes nothing. `append_events` runs the same
+statement with only events, and `_LOGGED_SHAS` after it."""
 
 _MISSING_SOURCES: Final = """
 UNWIND $ids AS sid
