@@ -209,9 +209,6 @@ def run(store: Neo4jStore, args: argparse.Namespace) -> list[Step]:
         finally:
             with store._driver.session(database=store._database) as session:
                 session.run('MATCH (n {namespace: $ns}) DETACH DELETE n', ns=namespace).consume()
-                session.run(
-                    "MATCH (c:EntityCount) WHERE c.id STARTS WITH $ns + '\u001f' DELETE c", ns=namespace
-                ).consume()
     return list(steps.values())
 
 

@@ -277,10 +277,6 @@ def drop_namespace(store: Neo4jStore, namespace: str) -> None:
                 f'MATCH (n:{label} {{namespace: $ns}}) CALL (n) {{ DETACH DELETE n }} IN TRANSACTIONS OF 2000 ROWS',
                 ns=namespace,
             ).consume()
-        session.run(  # the per-session entity counts: their id starts with the namespace
-            "MATCH (c:EntityCount) WHERE c.id STARTS WITH $ns + '\u001f' CALL (c) { DELETE c } IN TRANSACTIONS OF 2000 ROWS",
-            ns=namespace,
-        ).consume()
 
 
 def fulltext_mode(store: Neo4jStore) -> str:

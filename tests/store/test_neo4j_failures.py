@@ -36,7 +36,6 @@ from tests.conftest import neo4j_uri_with_auth
 pytestmark = pytest.mark.neo4j
 
 LOCKED = EntityRecord(key='file:locked.py', name='locked.py', kind='file')
-SEEDED = EntityRecord(key='file:seeded.py', name='seeded.py', kind='file')
 
 
 @pytest.fixture
@@ -125,10 +124,10 @@ def test_uri_credentials_are_used_and_hidden(neo4j_server: dict[str, str]) -> No
 
 
 def _seed(store: Neo4jStore, ns: str) -> None:
-    """Another session in the namespace, which the victim's failure must leave as it is."""
+    """An entity the victim write will mention, written first so another transaction can hold its lock."""
     block = BlockRecord.from_messages(session_history(1), session_id='seed', namespace=ns, seq=0, tokens=10)
     store.write_eviction(
-        Eviction(session_id='seed', namespace=ns, blocks=(block,), mentions=(Mention(block.id, SEEDED),))
+        Eviction(session_id='seed', namespace=ns, blocks=(block,), mentions=(Mention(block.id, LOCKED),))
     )
 
 
@@ -163,12 +162,10 @@ def _victim(ns: str, blocks: int = 60) -> Eviction:
 
 @contextmanager
 def _entity_locked(driver: Driver, database: str | None, entity_id: str) -> Iterator[None]:
-    """Another transaction creating the entity, not committed: a write that MERGEs it waits for its unique id (an
-    existing entity is locked by no eviction: they only add edges to it, and each session counts its own)."""
     with driver.session(database=database) as session:
         tx = session.begin_transaction()
         try:
-            tx.run('CREATE (e:Entity {id: $id})', id=entity_id).consume()
+            tx.run('MATCH (e:Entity {id: $id}) SET e.name = e.name', id=entity_id).consume()
             yield
         finally:
             tx.rollback()

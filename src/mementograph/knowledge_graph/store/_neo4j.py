@@ -99,8 +99,6 @@ _SCHEMA: Final = (
     ('mementograph_page_id', 'CREATE CONSTRAINT mementograph_page_id IF NOT EXISTS FOR (n:Page) REQUIRE n.id IS UNIQUE'),
     ('mementograph_entity_id', 'CREATE CONSTRAINT mementograph_entity_id IF NOT EXISTS FOR (n:Entity) REQUIRE n.id IS UNIQUE'),
     ('mementograph_event_uid', 'CREATE CONSTRAINT mementograph_event_uid IF NOT EXISTS FOR (n:Event) REQUIRE n.uid IS UNIQUE'),
-    ('mementograph_entity_count_id', 'CREATE CONSTRAINT mementograph_entity_count_id IF NOT EXISTS FOR (n:EntityCount) REQUIRE n.id IS UNIQUE'),
-    ('mementograph_entity_count_entity', 'CREATE INDEX mementograph_entity_count_entity IF NOT EXISTS FOR (n:EntityCount) ON (n.entity)'),
     ('mementograph_block_order', 'CREATE INDEX mementograph_block_order IF NOT EXISTS FOR (n:EvictedBlock) ON (n.namespace, n.session_id, n.kind, n.seq)'),
     ('mementograph_block_scope', 'CREATE INDEX mementograph_block_scope IF NOT EXISTS FOR (n:EvictedBlock) ON (n.namespace, n.session_id)'),
     ('mementograph_block_namespace', 'CREATE INDEX mementograph_block_namespace IF NOT EXISTS FOR (n:EvictedBlock) ON (n.namespace)'),
@@ -147,14 +145,6 @@ def _event_uid(namespace: str, session_id: str, key: str) -> str:
     return f'{namespace}\x1f{session_id}\x1f{key}'
 
 
-_SEP: Final = '\x1f'
-
-
-def _entity_count_id(namespace: str, session_id: str, entity_id: str) -> str:
-    """The id of a session's `EntityCount` of an entity, as `_WRITE_MENTIONS` builds it in Cypher."""
-    return f'{session_key(namespace, session_id)}{_SEP}{entity_id}'
-
-
 def _is_memento_id(item_id: str) -> bool:
     return item_id.startswith('mem_')
 
@@ -195,47 +185,31 @@ CALL () {
   UNWIND $entities AS row
   MERGE (e:Entity {id: row.id})
   ON CREATE SET e.key = row.key, e.name = row.name, e.kind = row.kind, e.namespace = $namespace, e.blocks = 0
-  WITH e WHERE e.blocks IS NULL
-  SET e.blocks = coalesce(e.blocks, COUNT { (e)<-[:MENTIONS]-(:EvictedBlock {kind: 'block'}) })
 }
-CALL (fresh) {
+CALL () {
   UNWIND $block_mentions AS row
   MATCH (src:EvictedBlock {id: row.source}) USING INDEX src:EvictedBlock(id) WHERE src.namespace = $namespace
   MATCH (e:Entity {id: row.entity_id})
-  WITH src, e, row, row.source IN fresh AS new
-  WITH src, e, row, new, src.kind = 'block' AND (new OR NOT EXISTS { (src)-[:MENTIONS]->(e) }) AS counted
-  FOREACH (_ IN CASE WHEN new THEN [1] ELSE [] END | CREATE (src)-[:MENTIONS {count: row.count}]->(e))
-  FOREACH (_ IN CASE WHEN new THEN [] ELSE [1] END |
-    MERGE (src)-[r:MENTIONS]->(e)
-    ON CREATE SET r.count = row.count)
-  WITH $namespace + '\u001f' + src.session_id + '\u001f' + e.id AS id, e.id AS entity,
-       sum(CASE WHEN counted THEN 1 ELSE 0 END) AS added
+  WITH src, e, row, src.kind = 'block' AND NOT EXISTS { (src)-[:MENTIONS]->(e) } AS counted
+  MERGE (src)-[r:MENTIONS]->(e)
+  ON CREATE SET r.count = row.count
+  WITH e, sum(CASE WHEN counted THEN 1 ELSE 0 END) AS added
   WHERE added > 0
-  WITH id, entity, added ORDER BY id
-  MERGE (c:EntityCount {id: id})
-  ON CREATE SET c.entity = entity, c.blocks = 0
-  SET c.blocks = c.blocks + added
+  WITH e, added ORDER BY e.id
+  SET e.blocks = CASE WHEN e.blocks IS NULL THEN COUNT { (e)<-[:MENTIONS]-(:EvictedBlock {kind: 'block'}) }
+                 ELSE e.blocks + added END
 }
-CALL (fresh) {
+CALL () {
   UNWIND $memento_mentions AS row
   MATCH (src:Memento {id: row.source}) USING INDEX src:Memento(id) WHERE src.namespace = $namespace
   MATCH (e:Entity {id: row.entity_id})
-  WITH src, e, row, row.source IN fresh AS new
-  FOREACH (_ IN CASE WHEN new THEN [1] ELSE [] END | CREATE (src)-[:MENTIONS {count: row.count}]->(e))
-  FOREACH (_ IN CASE WHEN new THEN [] ELSE [1] END |
-    MERGE (src)-[r:MENTIONS]->(e)
-    ON CREATE SET r.count = row.count)
+  MERGE (src)-[r:MENTIONS]->(e)
+  ON CREATE SET r.count = row.count
 }
 """
 """Entities, then `MENTIONS` edges from blocks and from mementos (`$entities`, `$block_mentions`,
-`$memento_mentions`: `_mention_rows`), each source matched through its own unique index. `fresh` holds the ids of
-the sources this statement created: they have no edges yet, so theirs are CREATEd; a MERGE of an edge that is not
-there write-locks both its nodes, so every eviction mentioning a common entity queued on it. The edges from blocks
-of kind 'block' created here are counted per session and entity, in the session's `EntityCount` (recall's document
-frequency is the entity's sum over its sessions, see `_WRITE_EVICTION`); the entity node itself is not written,
-except once for one written before any counter existed (`blocks` null: its blocks counted into `blocks`). An
-`EntityCount` has no `namespace` or `session_id` (its id holds them): no query scoped to a namespace or a session
-matches it, so the store's bookkeeping never shows among user query results."""
+`$memento_mentions`: `_mention_rows`), each source matched through its own unique index; each entity's `blocks`
+grows by the edges from blocks of kind 'block' created here (see `_WRITE_EVICTION`)."""
 
 _WRITE_EVICTION: Final = (
     """
@@ -246,7 +220,7 @@ SET s.updated_at = $created
 WITH s,
      [row IN $events WHERE NOT EXISTS { MATCH (e:Event {uid: row.uid}) }] AS events,
      [row IN $mementos WHERE NOT EXISTS { MATCH (m:Memento {id: row.id}) }] AS mementos,
-     [id IN $source_ids WHERE NOT EXISTS { MATCH (b:EvictedBlock {id: id}) }] AS fresh_blocks,
+     size([id IN $block_ids WHERE NOT EXISTS { MATCH (b:EvictedBlock {id: id}) }]) AS new_blocks,
      COLLECT {
        MATCH (p:EvictedBlock {namespace: $namespace, session_id: $session_id, kind: 'block'})
        USING INDEX p:EvictedBlock(namespace, session_id, kind, seq)
@@ -269,14 +243,12 @@ WITH s,
        RETURN [n.seq, n.id] AS link
        ORDER BY n.namespace, n.session_id, n.kind, n.seq, n.id LIMIT 1
      } AS chain
-WITH s, events, mementos, chain, s.event_count AS first_seq, s.memento_count AS first_ordinal,
-     fresh_blocks + [row IN mementos | row.id] AS fresh,
-     size([id IN fresh_blocks WHERE id IN $block_ids]) AS new_blocks
+WITH s, events, mementos, new_blocks, chain, s.event_count AS first_seq, s.memento_count AS first_ordinal
 SET s.event_count = first_seq + size(events), s.memento_count = first_ordinal + size(mementos),
     s.block_count = CASE WHEN s.block_count IS NULL
       THEN COUNT { MATCH (b:EvictedBlock {namespace: $namespace, session_id: $session_id, kind: 'block'}) }
       ELSE s.block_count END + new_blocks
-WITH s, events, mementos, first_seq, first_ordinal, fresh,
+WITH s, events, mementos, first_seq, first_ordinal,
      [i IN range(0, size(chain) - 2) | [chain[i][1], chain[i + 1][1]]] AS pairs
 CALL (s) {
   UNWIND $blocks AS row
@@ -348,20 +320,14 @@ same round trip (`Neo4jStore._write_statement`). In clause order:
   in the range, new or not, the nearest after, by (seq, id)) becomes an edge, and the edge it replaces goes;
 - mementos (existing ones left as they are) and their SUMMARIZES edges to blocks or mementos;
 - entities (written even when the mentioning record is not in the store, as on SQLite), then MENTIONS edges from
-  blocks and from mementos (`_WRITE_MENTIONS`): CREATEd from the sources this statement created (`fresh`, read
-  before they were written), MERGEd from the others. The edges from blocks of kind 'block' it created are added to
-  the session's `EntityCount` of each entity (recall's document frequency is the entity's `blocks` plus its
-  sessions' counts, read without expanding its edges). Nothing here writes a node another session writes (the
-  counts are the session's; creating an edge waits for no other edge's creation on Neo4j 5.26, measured on sparse
-  and dense entities), so evictions of different sessions mentioning the same existing entities do not wait for
-  each other (a new entity's MERGE holds its unique id until commit); until this release an entity's
-  `blocks` counter took every block, and each eviction write-locked every entity it mentioned until its commit.
-  `blocks` now keeps what such releases counted (0 for an entity created since); an entity written before any
-  counter existed (`blocks` null) is counted once, here, under its lock;
+  blocks and from mementos, each matched through its own unique index; each entity's `blocks` (how many blocks of
+  kind 'block' mention it: recall's document frequency, read without expanding its edges) grows by the edges from
+  blocks this statement created. That SET reads the property it writes, so Cypher write-locks the entity before
+  reading (no lost update between sessions), in entity id order. An entity written before the property existed is
+  counted whole once, here;
 - pages (upserted; a closed page keeps the turns, summary and topics it closed with) and their CONTAINS edges;
   events with their seq, linked IN_SESSION.
-Every part is a batched UNWIND … MERGE (CREATE only for edges of records it created), so a retried eviction
-changes nothing. `append_events` runs the same
+Every part is a batched UNWIND … MERGE, so a retried eviction changes nothing. `append_events` runs the same
 statement with only events, and `_LOGGED_SHAS` after it."""
 
 _MISSING_SOURCES: Final = """
@@ -377,20 +343,10 @@ _DROP_MENTIONS: Final = """
 CALL () {
   UNWIND $ids AS sid
   MATCH (b:EvictedBlock {id: sid})-[r:MENTIONS]->(e:Entity)
-  WITH b.session_id AS session_id, e, collect(r) AS edges, sum(CASE WHEN b.kind = 'block' THEN 1 ELSE 0 END) AS n
-  FOREACH (r IN edges | DELETE r)
-  WITH $namespace + '\u001f' + session_id + '\u001f' + e.id AS id, e, n
-  ORDER BY id
-  OPTIONAL MATCH (c:EntityCount {id: id})
-  WITH e, n, c, CASE WHEN c IS NULL THEN 0 WHEN c.blocks < n THEN c.blocks ELSE n END AS counted
-  FOREACH (_ IN CASE WHEN counted > 0 THEN [1] ELSE [] END | SET c.blocks = c.blocks - counted)
-  FOREACH (_ IN CASE WHEN c IS NOT NULL AND c.blocks <= 0 THEN [1] ELSE [] END | DELETE c)
-  WITH e, sum(n - counted) AS uncounted
+  WITH e, collect(r) AS edges, sum(CASE WHEN b.kind = 'block' THEN 1 ELSE 0 END) AS n
   ORDER BY e.id
-  CALL (e, uncounted) {
-    WITH * WHERE uncounted > 0 AND e.blocks IS NOT NULL
-    SET e.blocks = e.blocks - uncounted
-  }
+  SET e.blocks = CASE WHEN e.blocks IS NULL THEN null ELSE e.blocks - n END
+  FOREACH (r IN edges | DELETE r)
   RETURN collect(e.id) AS from_blocks
 }
 CALL () {
@@ -401,9 +357,8 @@ CALL () {
 }
 RETURN from_blocks + from_mementos AS touched
 """
-"""Deletes the `MENTIONS` edges from `$ids` and returns the entities they led to. The blocks' edges come off their
-sessions' `EntityCount`s (deleted at 0), and what those did not count (edges written by a release that counted on
-the entity) off the entity's `blocks` (locked in id order, only then)."""
+"""Deletes the `MENTIONS` edges from `$ids`, taking the blocks' off their entities' `blocks` (locked in id order,
+as `_WRITE_EVICTION` takes them); returns the entities they led to."""
 
 _DROP_ORPHAN_ENTITIES: Final = (
     'UNWIND $ids AS eid MATCH (e:Entity {id: eid}) WHERE NOT EXISTS { (e)<-[:MENTIONS]-() } DELETE e'
@@ -486,18 +441,16 @@ RETURN {total} AS total,
            blocks: CASE
              WHEN e.blocks IS NULL
                THEN COUNT {{ MATCH (e)<-[:MENTIONS]-(b:EvictedBlock {{kind: 'block'}}) RETURN b LIMIT $count_limit }}
-             ELSE reduce(n = 0, x IN [e.blocks] + COLLECT {{
-                    MATCH (c:EntityCount {{entity: e.id}}) RETURN c.blocks LIMIT $count_limit
-                  }} | CASE WHEN n + x < $count_limit THEN n + x ELSE $count_limit END) END,
+             WHEN e.blocks < $count_limit THEN e.blocks
+             ELSE $count_limit END,
            postings: {postings}
          }} AS entity
        }} AS entities
 """
 """`entity_postings` in one round trip: the namespace's block count (`{total}`), then per entity found (by `{find}`)
-its document frequency, capped at `count_limit` as the protocol says: the entity's `blocks` plus its sessions'
-`EntityCount`s (kept by `_WRITE_EVICTION`; expanding a common entity's edges cost up to 2,001 reads), where each
-count is at least 1, so `count_limit` of them reach the cap; counted where `blocks` is null (data older than the
-counters); and `{postings}`, the blocks in scope mentioning it (most mentions first, then id)."""
+its document frequency, capped at `count_limit` as the protocol says: the entity's `blocks` counter where it has one
+(kept by `_WRITE_EVICTION`; expanding a common entity's edges cost up to 2,001 reads), else counted; and
+`{postings}`, the blocks in scope mentioning it (most mentions first, then id)."""
 _POSTINGS: Final = """COLLECT {{
              MATCH (e)<-[r:MENTIONS]-(b:EvictedBlock) WHERE b.id STARTS WITH 'blk_' AND {scope}
              RETURN [b.id, r.count] AS posting ORDER BY r.count DESC, b.id LIMIT $limit
@@ -968,7 +921,7 @@ class Neo4jStore:
             if missing:
                 raise missing_sources(missing, namespace)  # nothing written yet: the transaction rolls back
             touched = tx.run(_q(_DROP_MENTIONS), params).single(strict=True)['touched']
-            tx.run(_q('WITH [] AS fresh ' + _WRITE_MENTIONS + 'RETURN 0'), {'namespace': namespace, **rows}).consume()
+            tx.run(_q(_WRITE_MENTIONS + 'RETURN 0'), {'namespace': namespace, **rows}).consume()
             tx.run(_q(_DROP_ORPHAN_ENTITIES), ids=sorted(set(touched))).consume()
             return len(rows['block_mentions']) + len(rows['memento_mentions'])
 
@@ -1880,7 +1833,6 @@ def _eviction_params(eviction: Eviction, created: str) -> dict[str, Any]:
         'chained': [[seq, block_id] for seq, block_id in chained],
         'blocks': [_block_row(block) for block in eviction.blocks],
         'block_ids': [block_id for block_id, block in first.items() if block.kind == 'block'],  # counted if new
-        'source_ids': list(first),  # the blocks this eviction creates are told among these (`fresh`)
         # one row per id, at its first position with its last value (new ones get ordinals in this order)
         'mementos': [_memento_row(memento) for memento in {m.id: m for m in eviction.mementos}.values()],
         'summarizes': [
@@ -1980,26 +1932,16 @@ def _delete_session(tx: ManagedTransaction, namespace: str, session_id: str) -> 
         ),
         params,
     ).single(strict=True)['ids']
-    # the entities' document frequencies lose this session's blocks: its `EntityCount`s go (no entity is written),
-    # and an entity's `blocks` loses the blocks a release that counted on the entity counted there (its block
-    # edges beyond the session's count; SET reads the property it writes, so Cypher locks the entity, in id order)
+    # the entities' document frequencies lose this session's blocks (`_WRITE_EVICTION` keeps them); SET reads the
+    # property it writes, so Cypher locks each entity first, in id order
     tx.run(
         _q(
             "MATCH (:EvictedBlock {namespace: $namespace, session_id: $session_id, kind: 'block'})"
             '-[:MENTIONS]->(e:Entity) '
-            'WITH e, count(*) AS n '
-            'OPTIONAL MATCH (c:EntityCount {id: $key + $sep + e.id}) '
-            'WITH e, n - coalesce(c.blocks, 0) AS uncounted WHERE uncounted > 0 AND e.blocks IS NOT NULL '
-            'WITH e, uncounted ORDER BY e.id '
-            'SET e.blocks = e.blocks - uncounted'
+            'WITH e, count(*) AS n ORDER BY e.id '
+            'SET e.blocks = CASE WHEN e.blocks IS NULL THEN null ELSE e.blocks - n END'
         ),
         params,
-        key=session_key(namespace, session_id),
-        sep=_SEP,
-    ).consume()
-    tx.run(
-        _q('UNWIND $ids AS id MATCH (c:EntityCount {id: id}) DELETE c'),
-        ids=[_entity_count_id(namespace, session_id, entity_id) for entity_id in entity_ids],
     ).consume()
     removed = 0
     for label, index_hint in (('EvictedBlock', ''), ('Memento', ''), ('Page', ''), ('Event', 'WHERE n.seq >= 0 ')):
