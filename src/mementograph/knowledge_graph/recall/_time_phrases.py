@@ -158,6 +158,8 @@ _BEFORE_A_PERSON: Final = re.compile(
     re.IGNORECASE,
 )
 """Words a person follows (`confide in May`, `with June`, `told August`), not a month."""
+_A_MONTH_TO: Final = re.compile(rf'\b(?:{_MONTH_NAMES})\s+to\s+$', re.IGNORECASE)
+"""A month and `to` right before (`from March to May`): the `to` of a range, not of a person."""
 _PERSON_VERBS: Final = frozenset(
     (
         'said', 'says', 'told', 'tells', 'asked', 'asks', 'left', 'leaves', 'wants', 'wanted', 'thinks', 'thought',
@@ -178,7 +180,7 @@ def _a_person(query: str, start: int, end: int, year: str | None) -> bool:
     if name.lower() not in _GIVEN_NAMES or not name.istitle() or (year is not None and not year[0].isalpha()):
         return False  # `May 2021`, `in May of '21`: the month
     before = query[:start]
-    if _BEFORE_A_PERSON.search(before) and not re.search(rf'\b(?:{_MONTH_NAMES})\s+to\s+$', before, re.IGNORECASE):
+    if _BEFORE_A_PERSON.search(before) and not _A_MONTH_TO.search(before):
         return True
     following = re.match(r"\s*([^\W\d_][\w']*)", query[end:])
     return following is not None and following.group(1).lower() in _PERSON_VERBS
